@@ -1,0 +1,231 @@
+"""Admin for tenants, and the one mixin that makes any tenant-owned model safe in the admin (T3)."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.db.models import Count
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from tenants.admin_site import is_platform_admin, is_tenant_admin
+from tenants.models import Membership, Role, Tenant, TenantOwned
+
+
+def _without_tenant(names) -> list:
+    return [name for name in names if name != "tenant"]
+
+
+class TenantOwnedAdminMixin:
+    """For every tenant-owned model admin and inline.
+
+    Platform superusers: a tenant column and filter, the tenant chosen on creation and fixed afterwards.
+    Tenant owners and admins: their tenant's rows only (the request's tenant scope does the filtering), the
+    tenant field hidden and set for them, foreign-key choices limited to their tenant.
+    """
+
+    def get_list_display(self, request: HttpRequest):
+        names = list(super().get_list_display(request))
+        return [*names, "tenant"] if is_platform_admin(request) and "tenant" not in names else names
+
+    def get_list_filter(self, request: HttpRequest):
+        names = list(super().get_list_filter(request))
+        return [*names, "tenant"] if is_platform_admin(request) and "tenant" not in names else names
+
+    def get_exclude(self, request: HttpRequest, obj=None):
+        exclude = list(super().get_exclude(request, obj) or [])
+        return exclude if is_platform_admin(request) else [*exclude, "tenant"]
+
+    def get_fields(self, request: HttpRequest, obj=None):
+        fields = super().get_fields(request, obj)
+        return fields if is_platform_admin(request) else _without_tenant(fields)
+
+    def get_fieldsets(self, request: HttpRequest, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if is_platform_admin(request):
+            return fieldsets
+        return [(name, {**opts, "fields": _without_tenant(opts["fields"])}) for name, opts in fieldsets]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        readonly = list(super().get_readonly_fields(request, obj))
+        # Moving a row to another tenant would leave its relations behind: the tenant is fixed once saved.
+        if obj is not None and obj.pk and is_platform_admin(request):
+            readonly.append("tenant")
+        return readonly
+
+    def formfield_for_foreignkey(self, db_field, request: HttpRequest, **kwargs):
+        related = db_field.related_model
+        if not is_platform_admin(request) and issubclass(related, TenantOwned):
+            kwargs["queryset"] = related.objects.filter(tenant=request.tenant)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field, request: HttpRequest, **kwargs):
+        related = db_field.related_model
+        if not is_platform_admin(request) and issubclass(related, TenantOwned):
+            kwargs["queryset"] = related.objects.filter(tenant=request.tenant)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def _may_administer(self, request: HttpRequest) -> bool:
+        return is_platform_admin(request) or is_tenant_admin(request)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._may_administer(request)
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self._may_administer(request)
+
+    def has_add_permission(self, request: HttpRequest, *args) -> bool:
+        return self._may_administer(request)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self._may_administer(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self._may_administer(request)
+
+
+class TenantOwnedAdmin(TenantOwnedAdminMixin, admin.ModelAdmin):
+    """ModelAdmin for tenant-owned models."""
+
+    def save_model(self, request: HttpRequest, obj, form, change: bool) -> None:
+        if not is_platform_admin(request):
+            obj.tenant = request.tenant
+        super().save_model(request, obj, form, change)
+
+    def save_formset(self, request: HttpRequest, form, formset, change: bool) -> None:
+        # Inline rows belong to the parent's tenant, whoever edits them.
+        instances = formset.save(commit=False)
+        for instance in instances:
+            if isinstance(instance, TenantOwned) and instance.tenant_id is None:
+                instance.tenant_id = form.instance.tenant_id
+            instance.save()
+        for deleted in formset.deleted_objects:
+            deleted.delete()
+        formset.save_m2m()
+
+
+class MembershipForm(forms.ModelForm):
+    """Members are added by username, so a tenant admin never sees the platform's list of users."""
+
+    username = forms.CharField(label=_("username"), max_length=150)
+
+    class Meta:
+        model = Membership
+        fields = ["username", "role"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["username"].initial = self.instance.user.get_username()
+
+    def clean_username(self) -> str:
+        username = self.cleaned_data["username"].strip()
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise forms.ValidationError(_("No user named “%(username)s”. Create the user first."), params={"username": username})
+        self.instance.user = user
+        return username
+
+    def clean(self):
+        cleaned = super().clean()
+        acting = getattr(self, "acting_membership", None)
+        if acting is not None and acting.role != Role.OWNER:
+            touches_owner = cleaned.get("role") == Role.OWNER or (self.instance.pk and self.initial.get("role") == Role.OWNER)
+            if touches_owner:
+                raise forms.ValidationError(_("Only an owner can grant or change the owner role."))
+        return cleaned
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    form = MembershipForm
+    extra = 1
+    fields = ["username", "role", "created_at"]
+    readonly_fields = ["created_at"]
+
+    def get_formset(self, request: HttpRequest, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        acting = None if is_platform_admin(request) else request.membership
+
+        class RequestFormSet(formset):
+            def _construct_form(self, i, **form_kwargs):
+                form = super()._construct_form(i, **form_kwargs)
+                form.acting_membership = acting
+                return form
+
+        return RequestFormSet
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).select_related("user")
+
+    def _may_manage_members(self, request: HttpRequest, obj=None) -> bool:
+        if is_platform_admin(request):
+            return True
+        return is_tenant_admin(request) and (obj is None or obj.pk == request.tenant.pk)
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self._may_manage_members(request, obj)
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self._may_manage_members(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self._may_manage_members(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self._may_manage_members(request, obj)
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "active", "monthly_token_budget", "member_count", "created_at"]
+    list_filter = ["active"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline]
+
+    @admin.display(description=_("members"), ordering="member_count")
+    def member_count(self, obj: Tenant) -> int:
+        return obj.member_count
+
+    def get_queryset(self, request: HttpRequest):
+        queryset = super().get_queryset(request).annotate(member_count=Count("memberships"))
+        if is_platform_admin(request):
+            return queryset
+        return queryset.filter(pk=request.tenant.pk) if request.tenant else queryset.none()
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        if is_platform_admin(request):
+            return []
+        # The platform sets the quota and the tenant's identity; the tenant's admins manage its members.
+        return ["slug", "active", "monthly_token_budget"]
+
+    def get_prepopulated_fields(self, request: HttpRequest, obj=None):
+        return self.prepopulated_fields if is_platform_admin(request) else {}
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return is_platform_admin(request) or is_tenant_admin(request)
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return is_platform_admin(request) or (is_tenant_admin(request) and (obj is None or obj.pk == request.tenant.pk))
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self.has_view_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return is_platform_admin(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return is_platform_admin(request)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    """Platform-wide list of memberships; tenant admins manage theirs inline on their tenant's page."""
+
+    list_display = ["user", "tenant", "role", "created_at"]
+    list_filter = ["role", "tenant"]
+    search_fields = ["user__username", "tenant__name"]
+    raw_id_fields = ["user"]
+    list_select_related = ["user", "tenant"]

@@ -1,0 +1,38 @@
+"""Writes about tenants and memberships."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from tenants.models import Membership, Role, Tenant
+
+
+@transaction.atomic
+def tenant_ensure(*, slug: str, name: str, monthly_token_budget: int | None = None) -> Tenant:
+    """Create the tenant, or bring an existing one's name (and budget, if given) up to date."""
+    defaults: dict = {"name": name, "active": True}
+    if monthly_token_budget is not None:
+        defaults["monthly_token_budget"] = monthly_token_budget
+    tenant, _ = Tenant.objects.update_or_create(slug=slug, defaults=defaults)
+    return tenant
+
+
+@transaction.atomic
+def user_ensure(*, username: str, password: str, is_staff: bool = False, is_superuser: bool = False) -> AbstractBaseUser:
+    """Create the user or reset it to the given password and flags (used by the demo seed)."""
+    user_model = get_user_model()
+    user, _ = user_model.objects.get_or_create(username=username)
+    user.is_staff = is_staff or is_superuser
+    user.is_superuser = is_superuser
+    user.is_active = True
+    user.set_password(password)
+    user.save()
+    return user
+
+
+def membership_set(*, user: AbstractBaseUser, tenant: Tenant, role: Role) -> Membership:
+    """Give the user `role` in `tenant`, adding the membership if needed."""
+    membership, _ = Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
+    return membership

@@ -1,0 +1,111 @@
+"""Shared fixtures. In CI, REQUIRE_SERVICES=1 makes a missing PostgreSQL or Redis fail the run instead of skipping."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.conf import settings
+
+from tenants.models import Role
+from tenants.scope import tenant_scope
+from tests.factories import MembershipFactory, TenantFactory, UserFactory
+
+pytest_plugins = ["tests.fixtures_llm"]
+
+REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
+
+
+def _database_vendor() -> str:
+    engine = settings.DATABASES["default"]["ENGINE"]
+    return engine.rsplit(".", 1)[-1]
+
+
+def _channel_layer_backend() -> str:
+    return settings.CHANNEL_LAYERS["default"]["BACKEND"].rsplit(".", 1)[-1]
+
+
+def pytest_report_header(config) -> list[str]:
+    return [
+        f"database vendor: {_database_vendor()}; channel layer: {_channel_layer_backend()}; "
+        f"celery broker: {settings.CELERY_BROKER_URL.split('@')[-1]}; REQUIRE_SERVICES={int(REQUIRE_SERVICES)}"
+    ]
+
+
+def pytest_sessionstart(session) -> None:
+    if not REQUIRE_SERVICES:
+        return
+    problems = []
+    if _database_vendor() != "postgresql":
+        problems.append("DATABASE_URL does not point at PostgreSQL")
+    if _channel_layer_backend() != "RedisChannelLayer":
+        problems.append("REDIS_URL is not set, so the channel layer is in-memory")
+    if problems:
+        pytest.exit("REQUIRE_SERVICES=1 but " + "; ".join(problems), returncode=3)
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The Redis of this machine; a test that needs it fails in CI when it is missing, and skips elsewhere."""
+    url = settings.REDIS_URL
+    if not url:
+        if REQUIRE_SERVICES:
+            pytest.fail("REDIS_URL is not set and REQUIRE_SERVICES=1")
+        pytest.skip("REDIS_URL is not set")
+    return url
+
+
+@pytest.fixture
+def tenant(db):
+    return TenantFactory(name="能源示范", slug="energy")
+
+
+@pytest.fixture
+def other_tenant(db):
+    return TenantFactory(name="餐厅示范", slug="restaurant")
+
+
+@pytest.fixture
+def member(tenant):
+    return MembershipFactory(tenant=tenant, role=Role.MEMBER, user=UserFactory(username="member")).user
+
+
+@pytest.fixture
+def tenant_admin(tenant):
+    user = UserFactory(username="tenant-admin", is_staff=True)
+    MembershipFactory(tenant=tenant, user=user, role=Role.ADMIN)
+    return user
+
+
+@pytest.fixture
+def other_tenant_admin(other_tenant):
+    user = UserFactory(username="other-admin", is_staff=True)
+    MembershipFactory(tenant=other_tenant, user=user, role=Role.ADMIN)
+    return user
+
+
+@pytest.fixture
+def superuser(db):
+    return UserFactory(username="root", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def in_tenant(tenant):
+    """Run the test body inside `tenant`'s scope."""
+    with tenant_scope(tenant):
+        yield tenant
+
+
+@pytest.fixture
+def login(client):
+    """Log a user into the test client and make `tenant` their active tenant."""
+
+    def _login(user, tenant=None):
+        client.force_login(user)
+        if tenant is not None:
+            session = client.session
+            session["active_tenant_id"] = tenant.pk
+            session.save()
+        return client
+
+    return _login

@@ -1,0 +1,39 @@
+"""Factories for the tenancy layer; each app's tests add their own beside it."""
+
+import factory
+from django.contrib.auth import get_user_model
+
+from tenants.models import Membership, Role, Tenant
+
+
+class TenantFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Tenant
+        django_get_or_create = ["slug"]
+
+    name = factory.Sequence(lambda n: f"Tenant {n}")
+    slug = factory.Sequence(lambda n: f"tenant-{n}")
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ["username"]
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.PostGenerationMethodCall("set_password", "pw")
+
+    @factory.post_generation
+    def _save(obj, create, extracted, **kwargs):
+        if create:
+            obj.save()
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Membership
+
+    user = factory.SubFactory(UserFactory)
+    tenant = factory.SubFactory(TenantFactory)
+    role = Role.MEMBER

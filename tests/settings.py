@@ -1,0 +1,18 @@
+"""Test settings: the project's settings plus a small tenant-owned fixture app used to test the tenancy layer."""
+
+import os
+
+os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production-0123456789")
+# Tasks run in-process in tests even when REDIS_URL is set; the broker is still checked by /healthz tests.
+os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
+
+from config.settings import *  # noqa: E402,F403
+from config.settings import INSTALLED_APPS  # noqa: E402
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.tenancy_fixture"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed: hashing is not under test
+WHITENOISE_USE_FINDERS = True
+STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}  # noqa: F405
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+SESSION_COOKIE_SECURE = False
+CSRF_COOKIE_SECURE = False
