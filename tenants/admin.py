@@ -123,7 +123,9 @@ class MembershipForm(forms.ModelForm):
         username = self.cleaned_data["username"].strip()
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
-            raise forms.ValidationError(_("No user named “%(username)s”. Create the user first."), params={"username": username})
+            raise forms.ValidationError(
+                _("No user named “%(username)s”. Create the user first."), params={"username": username}
+            )
         self.instance.user = user
         return username
 
@@ -131,7 +133,9 @@ class MembershipForm(forms.ModelForm):
         cleaned = super().clean()
         acting = getattr(self, "acting_membership", None)
         if acting is not None and acting.role != Role.OWNER:
-            touches_owner = cleaned.get("role") == Role.OWNER or (self.instance.pk and self.initial.get("role") == Role.OWNER)
+            touches_owner = cleaned.get("role") == Role.OWNER or (
+                self.instance.pk and self.initial.get("role") == Role.OWNER
+            )
             if touches_owner:
                 raise forms.ValidationError(_("Only an owner can grant or change the owner role."))
         return cleaned

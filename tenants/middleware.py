@@ -30,7 +30,11 @@ class TenantScopeMiddleware:
         if tenant is not None and request.session.get(SESSION_KEY) != tenant.pk:
             request.session[SESSION_KEY] = tenant.pk
 
-        if request.user.is_authenticated and request.user.is_superuser and request.path.startswith(reverse("admin:index")):
+        if (
+            request.user.is_authenticated
+            and request.user.is_superuser
+            and request.path.startswith(reverse("admin:index"))
+        ):
             scope = all_tenants(reason="platform superuser in the admin")
         elif tenant is not None:
             scope = tenant_scope(tenant)

@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from tenants.managers import TenantScopedManager, ensure_scope_allows
 from tenants.scope import current_tenant
@@ -34,9 +35,9 @@ class Tenant(models.Model):
 
 
 class Role(models.TextChoices):
-    OWNER = "owner", _("Owner")
-    ADMIN = "admin", _("Admin")
-    MEMBER = "member", _("Member")
+    OWNER = "owner", pgettext_lazy("role", "Owner")
+    ADMIN = "admin", pgettext_lazy("role", "Admin")
+    MEMBER = "member", pgettext_lazy("role", "Member")
 
 
 class Membership(models.Model):
@@ -76,6 +77,18 @@ class TenantOwned(models.Model):
     class Meta:
         abstract = True
 
+    def save(self, *args, **kwargs) -> None:
+        if self.tenant_id is None:
+            tenant = current_tenant()
+            if tenant is not None:
+                self.tenant = tenant
+        ensure_scope_allows(self.tenant_id)
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        ensure_scope_allows(self.tenant_id)
+        return super().delete(*args, **kwargs)
+
     def clean(self) -> None:
         super().clean()
         if self.tenant_id is None:
@@ -102,15 +115,3 @@ class TenantOwned(models.Model):
                 errors[field.name] = _("Choose an item of this tenant.")
         if errors:
             raise ValidationError(errors)
-
-    def save(self, *args, **kwargs) -> None:
-        if self.tenant_id is None:
-            tenant = current_tenant()
-            if tenant is not None:
-                self.tenant = tenant
-        ensure_scope_allows(self.tenant_id)
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        ensure_scope_allows(self.tenant_id)
-        return super().delete(*args, **kwargs)

@@ -24,7 +24,9 @@ def switchable_tenants(*, user: AbstractBaseUser | AnonymousUser) -> list[Tenant
     return [m.tenant for m in memberships_for_user(user=user)]
 
 
-def resolve_membership(*, user: AbstractBaseUser | AnonymousUser, tenant_id: int | None) -> tuple[Tenant | None, Membership | None]:
+def resolve_membership(
+    *, user: AbstractBaseUser | AnonymousUser, tenant_id: int | None
+) -> tuple[Tenant | None, Membership | None]:
     """The tenant the user may act in, preferring `tenant_id` (from the session), and their membership there.
 
     A superuser may act in any active tenant; without a membership they act with the owner's rights.

@@ -20,7 +20,9 @@ def tenant_ensure(*, slug: str, name: str, monthly_token_budget: int | None = No
 
 
 @transaction.atomic
-def user_ensure(*, username: str, password: str, is_staff: bool = False, is_superuser: bool = False) -> AbstractBaseUser:
+def user_ensure(
+    *, username: str, password: str, is_staff: bool = False, is_superuser: bool = False
+) -> AbstractBaseUser:
     """Create the user or reset it to the given password and flags (used by the demo seed)."""
     user_model = get_user_model()
     user, _ = user_model.objects.get_or_create(username=username)

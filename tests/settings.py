@@ -6,8 +6,8 @@ os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-product
 # Tasks run in-process in tests even when REDIS_URL is set; the broker is still checked by /healthz tests.
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
 
-from config.settings import *  # noqa: E402,F403
-from config.settings import INSTALLED_APPS  # noqa: E402
+from config.settings import *  # noqa: F403
+from config.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.tenancy_fixture"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed: hashing is not under test

@@ -8,7 +8,7 @@ from django.db import transaction
 from tenants.models import Role
 from tenants.services import membership_set, tenant_ensure, user_ensure
 
-DEMO_PASSWORD = "demo-pass-2026"
+DEMO_PASSWORD = "demo-pass-2026"  # noqa: S105 - the demo logins are printed on purpose
 
 DEMO_TENANTS = [
     # slug, name, username prefix
