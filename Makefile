@@ -1,0 +1,59 @@
+# Two commands do all set-up on a fresh machine: `make run` and `make test` (see README.md).
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint format install browser-deps migrate messages worker
+
+$(INSTALLED): requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $(INSTALLED)
+
+install: $(INSTALLED)
+
+# The platform on its embedded default: SQLite, in-memory channel layer, Celery eager, offline demo model.
+run: export DJANGO_DEBUG ?= 1
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py seed_demo
+	@echo ""
+	@echo "  Open http://$(HOST):$(PORT)/ and log in with one of the logins above (admin: http://$(HOST):$(PORT)/admin/)."
+	@echo "  打开 http://$(HOST):$(PORT)/ ，用上面的任一账号登录。"
+	@echo ""
+	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+
+# The whole suite. With DATABASE_URL / REDIS_URL set it runs on PostgreSQL and Redis (CI sets both).
+test: install browser-deps
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Browser tests drive Debian's Chromium through Playwright (never `playwright install`).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }; \
+	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get install -y -q chromium; \
+	  else echo "chromium is not installed: browser tests will be skipped (apt-get install chromium)"; fi; }
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput
+
+# Regenerate and compile the translations (needs gettext; the compiled .mo files are committed).
+messages: install
+	DJANGO_DEBUG=1 $(BIN)/python manage.py makemessages -l zh_Hans --ignore=.venv --ignore=tests --ignore=bench --no-location
+	DJANGO_DEBUG=1 $(BIN)/python manage.py compilemessages --ignore=.venv
+
+# A Celery worker, for deployments with REDIS_URL set.
+worker: install
+	$(BIN)/celery -A config worker -l info
