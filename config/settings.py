@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "channels",
     "tenants",
+    "llm",
 ]
 
 MIDDLEWARE = [
@@ -169,6 +170,18 @@ if not DEBUG:
     SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Models (llm/) ---
+# Fernet key(s) for provider API keys at rest, comma-separated (the first encrypts, all decrypt: rotation).
+# Empty: a key derived from SECRET_KEY with HKDF (changing SECRET_KEY then makes stored keys unreadable).
+LLM_KEY_ENCRYPTION_KEY = env.list("LLM_KEY_ENCRYPTION_KEY", default=[])
+# First delay of the retry backoff in seconds (doubles per retry, with jitter, capped by LLM_RETRY_MAX_DELAY).
+LLM_RETRY_BASE_DELAY = env.float("LLM_RETRY_BASE_DELAY", default=0.5)
+LLM_RETRY_MAX_DELAY = env.float("LLM_RETRY_MAX_DELAY", default=8.0)
+# A real provider for the demo tenants (seed_demo); with neither set they get the offline demo model.
+OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
+OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
+OPENAI_MODEL = env.str("OPENAI_MODEL", default="gpt-4o-mini")
 
 LOGGING = {
     "version": 1,

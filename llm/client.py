@@ -1,0 +1,430 @@
+"""The model gateway: one async client for every provider.
+
+`stream_chat(...)` yields typed events (TextDelta, ToolCallStarted, ToolCallsReady, Finished) from a streamed
+chat completion; `complete_chat(...)` collects them. Both check the tenant's quota before anything is sent, retry
+429 / 5xx / connection errors with backoff (only before the first chunk), map every failure to an LLMError code,
+and record one LLMCall at the end, whatever the outcome. The hot path does no database work between chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from llm import errors
+from llm.errors import LLMError
+from llm.models import CallStatus, ModelProvider, Purpose, UsageSource
+from llm.quota import quota_check
+from llm.selectors import connection_for
+from llm.services import Usage, llm_call_record, scope_of, usage_counted
+from llm.transports import Connection, transport_for
+from tenants.models import Tenant
+
+logger = logging.getLogger("llm.calls")
+
+Message = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the reply's text, in order."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """The model began a tool call (for progress frames); its arguments are still streaming."""
+
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call assembled from its deltas. `arguments` is the raw JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+    index: int = 0
+
+    @property
+    def parsed_arguments(self) -> dict[str, Any] | None:
+        """The arguments as a dict, or None when the model wrote invalid JSON (see arguments_error)."""
+        try:
+            value = json.loads(self.arguments) if self.arguments.strip() else {}
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    @property
+    def arguments_error(self) -> str:
+        """Why the arguments are unusable ("" when they parse), to send back to the model for a repair."""
+        if not self.arguments.strip():
+            return ""
+        try:
+            value = json.loads(self.arguments)
+        except ValueError as exc:
+            return f"Invalid JSON in the arguments of {self.name}: {exc}"
+        return "" if isinstance(value, dict) else f"The arguments of {self.name} must be a JSON object."
+
+    def as_message_part(self) -> dict[str, Any]:
+        """The OpenAI form, for the assistant message that precedes the tool results."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallsReady:
+    """Every tool call of the reply, assembled, in index order (parallel calls included)."""
+
+    tool_calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The end of a successful call."""
+
+    finish_reason: str
+    usage: Usage
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    call_id: int | None = None
+    ttft_ms: int | None = None
+    duration_ms: int = 0
+    model: str = ""
+
+
+Event = TextDelta | ToolCallStarted | ToolCallsReady | Finished
+
+
+@dataclass
+class ChatResult:
+    """What complete_chat returns."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str
+    usage: Usage
+    call_id: int | None
+    ttft_ms: int | None
+    duration_ms: int
+    model: str
+
+
+@dataclass
+class _ToolCallBuilder:
+    index: int
+    id: str = ""
+    name: str = ""
+    parts: list[str] = field(default_factory=list)
+
+    def build(self) -> ToolCall:
+        return ToolCall(id=self.id, name=self.name, arguments="".join(self.parts), index=self.index)
+
+
+def backoff_delay(attempt: int, retry_after: float | None = None) -> float:
+    """Seconds to wait before retry number `attempt` (1-based): exponential with jitter, or the server's hint."""
+    cap = settings.LLM_RETRY_MAX_DELAY
+    if retry_after is not None and retry_after >= 0:
+        return min(retry_after, cap)
+    base = settings.LLM_RETRY_BASE_DELAY * (2 ** (attempt - 1))
+    return min(cap, base * (0.5 + random.random() / 2))  # noqa: S311 (jitter, not security)
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+async def stream_chat(
+    *,
+    tenant: Tenant,
+    messages: Sequence[Message],
+    provider: ModelProvider | None = None,
+    connection: Connection | None = None,
+    model: str | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    tool_choice: Any = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    purpose: str = Purpose.CHAT,
+    agent_id: int | None = None,
+    conversation_id: int | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    cancel: asyncio.Event | None = None,
+) -> AsyncIterator[Event]:
+    """Stream one chat completion as events; the last one is Finished. Raises LLMError on failure.
+
+    Give a `provider` (its connection is resolved here) or a ready `connection` plus `model`. Setting `cancel`
+    stops the call (LLMError "cancelled"); cancelling the task works too (recorded, then CancelledError).
+    On failure after part of the reply arrived, the LLMError carries it in `partial_text`.
+    """
+    started = time.perf_counter()
+    if connection is None:
+        if provider is None:
+            raise ValueError("stream_chat() needs a provider or a connection.")
+        connection = connection_for(provider)
+    model = model or (provider.default_chat_model if provider is not None else "")
+    if not model:
+        raise ValueError("stream_chat() needs a model (or a provider with a default chat model).")
+    messages = list(messages)
+    params: dict[str, Any] = {"model": model, "messages": messages}
+    if tools:
+        params["tools"] = list(tools)
+        if tool_choice is not None:
+            params["tool_choice"] = tool_choice
+    if temperature is not None:
+        params["temperature"] = temperature
+    if max_tokens is not None:
+        params["max_tokens"] = max_tokens
+    if extra_body:
+        params["extra_body"] = dict(extra_body)
+
+    record_base = {
+        "tenant": tenant,
+        "provider_id": connection.provider_id,
+        "model": model,
+        "purpose": purpose,
+        "agent_id": agent_id,
+        "conversation_id": conversation_id,
+    }
+
+    def check_quota() -> None:
+        with scope_of(tenant):
+            try:
+                quota_check(tenant=tenant, model=model, messages=messages, tools=tools)
+            except LLMError as exc:
+                llm_call_record(**record_base, status=CallStatus.REFUSED, error_code=exc.code, attempts=0)
+                raise
+
+    await sync_to_async(check_quota)()
+
+    transport = transport_for(connection.kind)
+    secrets = (connection.api_key,)
+    text_parts: list[str] = []
+    builders: dict[int, _ToolCallBuilder] = {}
+    finish_reason = ""
+    usage_reported = None
+    ttft: float | None = None
+    attempt = 0
+    final_usage = Usage()
+
+    def tool_call_dicts() -> list[dict[str, str]]:
+        return [{"name": b.name, "arguments": "".join(b.parts)} for b in builders.values()]
+
+    def record(status: str, error_code: str = "") -> int:
+        nonlocal final_usage
+        text = "".join(text_parts)
+        if usage_reported is not None:
+            usage = Usage(usage_reported.prompt_tokens or 0, usage_reported.completion_tokens or 0, UsageSource.PROVIDER)
+        else:
+            usage = usage_counted(model=model, messages=messages, tools=tools, text=text, tool_calls=tool_call_dicts())
+        call = llm_call_record(
+            **record_base,
+            usage=usage,
+            status=status,
+            error_code=error_code,
+            finish_reason=finish_reason,
+            ttft_ms=_ms(ttft) if ttft is not None else None,
+            duration_ms=_ms(time.perf_counter() - started),
+            attempts=attempt,
+        )
+        final_usage = usage
+        return call.pk
+
+    emitted = False
+    try:
+        while True:
+            attempt += 1
+            received = False
+            try:
+                chunks = transport.stream(connection, params)
+                try:
+                    async for chunk in chunks:
+                        received = True
+                        if chunk.usage is not None:
+                            usage_reported = chunk.usage
+                        for choice in chunk.choices:
+                            delta = choice.delta
+                            if delta is not None:
+                                content = delta.content
+                                if content:
+                                    if ttft is None:
+                                        ttft = time.perf_counter() - started
+                                    text_parts.append(content)
+                                    emitted = True
+                                    yield TextDelta(content)
+                                if delta.tool_calls:
+                                    for piece in delta.tool_calls:
+                                        started_call = _add_tool_call_piece(builders, piece)
+                                        if started_call is not None:
+                                            if ttft is None:
+                                                ttft = time.perf_counter() - started
+                                            emitted = True
+                                            yield started_call
+                            if choice.finish_reason:
+                                finish_reason = choice.finish_reason
+                        if cancel is not None and cancel.is_set():
+                            raise LLMError(errors.CANCELLED)
+                finally:
+                    await chunks.aclose()
+                break
+            except LLMError as exc:
+                if exc.code == errors.CANCELLED:
+                    raise
+                error = errors.from_exception(exc, secrets=secrets, partial_text="".join(text_parts), streaming=received)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # every provider failure becomes one of the gateway's codes
+                error = errors.from_exception(exc, secrets=secrets, partial_text="".join(text_parts), streaming=received)
+            if not emitted and error.retryable and attempt <= connection.max_retries:
+                delay = backoff_delay(attempt, error.retry_after)
+                logger.info("llm retry %s/%s in %.2fs after %s (%s)", attempt, connection.max_retries, delay, error.code, error.detail)
+                text_parts.clear()
+                builders.clear()
+                usage_reported, finish_reason = None, ""
+                await asyncio.sleep(delay)
+                continue
+            if emitted and error.code == errors.PROVIDER_UNREACHABLE:
+                error.code = errors.STREAM_DROPPED
+            error.partial_text = "".join(text_parts)
+            raise error
+    except LLMError as exc:
+        status = CallStatus.CANCELLED if exc.code == errors.CANCELLED else CallStatus.ERROR
+        exc.partial_text = exc.partial_text or "".join(text_parts)
+        if status == CallStatus.ERROR:
+            logger.warning("llm call failed tenant=%s model=%s code=%s detail=%s", tenant.pk, model, exc.code, exc.detail)
+        await sync_to_async(record)(status, exc.code)
+        raise
+    except (asyncio.CancelledError, GeneratorExit):
+        # The caller went away (task cancelled, or it stopped iterating): still one record of the call.
+        await asyncio.shield(sync_to_async(record)(CallStatus.CANCELLED, errors.CANCELLED))
+        raise
+
+    tool_calls = tuple(builders[i].build() for i in sorted(builders))
+    # Recorded before the last events: a caller that stops at ToolCallsReady still leaves a record.
+    call_id = await sync_to_async(record)(CallStatus.OK)
+    if tool_calls:
+        yield ToolCallsReady(tool_calls)
+    yield Finished(
+        finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"),
+        usage=final_usage,
+        text="".join(text_parts),
+        tool_calls=tool_calls,
+        call_id=call_id,
+        ttft_ms=_ms(ttft) if ttft is not None else None,
+        duration_ms=_ms(time.perf_counter() - started),
+        model=model,
+    )
+
+
+def _add_tool_call_piece(builders: dict[int, _ToolCallBuilder], piece: Any) -> ToolCallStarted | None:
+    """Fold one tool-call delta into its builder; return a ToolCallStarted when a new call begins."""
+    index = piece.index if piece.index is not None else len(builders)
+    builder = builders.get(index)
+    # Some servers number every parallel call 0 and tell them apart by id only.
+    if builder is not None and piece.id and builder.id and piece.id != builder.id:
+        index = max(builders) + 1
+        builder = None
+    function = piece.function
+    if builder is None:
+        builder = builders[index] = _ToolCallBuilder(index=index, id=piece.id or f"call_{index}")
+        if function is not None and function.name:
+            builder.name = function.name
+        if function is not None and function.arguments:
+            builder.parts.append(function.arguments)
+        return ToolCallStarted(index=index, id=builder.id, name=builder.name)
+    if piece.id and not builder.id:
+        builder.id = piece.id
+    if function is not None:
+        if function.name and not builder.name:
+            builder.name = function.name
+        if function.arguments:
+            builder.parts.append(function.arguments)
+    return None
+
+
+async def complete_chat(**kwargs: Any) -> ChatResult:
+    """The whole reply of one chat completion (same arguments as stream_chat)."""
+    async for event in stream_chat(**kwargs):
+        if isinstance(event, Finished):
+            return ChatResult(
+                text=event.text,
+                tool_calls=event.tool_calls,
+                finish_reason=event.finish_reason,
+                usage=event.usage,
+                call_id=event.call_id,
+                ttft_ms=event.ttft_ms,
+                duration_ms=event.duration_ms,
+                model=event.model,
+            )
+    raise LLMError(errors.PROVIDER_ERROR, detail="the stream ended without a final event")
+
+
+async def embed_texts(
+    *,
+    tenant: Tenant,
+    inputs: Sequence[str],
+    provider: ModelProvider | None = None,
+    connection: Connection | None = None,
+    model: str | None = None,
+    agent_id: int | None = None,
+    conversation_id: int | None = None,
+) -> list[list[float]]:
+    """Embeddings of `inputs` from the provider's embedding model, quota-checked and recorded like chat calls."""
+    started = time.perf_counter()
+    connection = connection or connection_for(provider)  # type: ignore[arg-type]
+    model = model or (provider.embedding_model if provider is not None else "")
+    messages = [{"role": "user", "content": text} for text in inputs]
+    base = {
+        "tenant": tenant,
+        "provider_id": connection.provider_id,
+        "model": model,
+        "purpose": Purpose.EMBED,
+        "agent_id": agent_id,
+        "conversation_id": conversation_id,
+    }
+
+    def check_quota() -> None:
+        with scope_of(tenant):
+            try:
+                quota_check(tenant=tenant, model=model, messages=messages)
+            except LLMError as exc:
+                llm_call_record(**base, status=CallStatus.REFUSED, error_code=exc.code, attempts=0)
+                raise
+
+    await sync_to_async(check_quota)()
+    transport = transport_for(connection.kind)
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            vectors, reported = await transport.embed(connection, model, list(inputs))
+            break
+        except Exception as exc:  # mapped to the gateway's codes like chat errors
+            error = errors.from_exception(exc, secrets=(connection.api_key,))
+            if error.retryable and attempt <= connection.max_retries:
+                await asyncio.sleep(backoff_delay(attempt, error.retry_after))
+                continue
+            await sync_to_async(llm_call_record)(
+                **base, status=CallStatus.ERROR, error_code=error.code, duration_ms=_ms(time.perf_counter() - started), attempts=attempt
+            )
+            raise error from exc
+    from llm import tokens
+
+    prompt = reported if reported is not None else sum(tokens.count_text(t, "text-embedding-ada-002") for t in inputs)
+    usage = Usage(prompt, 0, UsageSource.PROVIDER if reported is not None else UsageSource.COUNTED)
+    await sync_to_async(llm_call_record)(
+        **base, status=CallStatus.OK, usage=usage, duration_ms=_ms(time.perf_counter() - started), attempts=attempt
+    )
+    return vectors

@@ -1,0 +1,351 @@
+"""The script engine of the scripted model: one implementation behind the fake OpenAI server and the demo provider.
+
+A script is a list of rules; the first rule whose `when` matches the request (and has uses left) answers it.
+```yaml
+defaults: {delay: 0.02, chunk_size: 0}      # seconds between chunks; 0 = one token per chunk, N = N characters
+models: [scripted]                          # what /v1/models lists
+rules:
+  - name: weather
+    when: {last_message: "weather", has_tool_results: false}     # also: last_role, system_prompt, model, has_tools
+    reply: {tool_calls: [{name: get_weather, arguments: {city: "Paris"}}]}
+  - when: {has_tool_results: true}
+    reply: {text: "It is sunny. You said: {last_message}"}
+  - when: {last_message: {regex: "^retry"}}
+    times: 1                                # used once, then the next matching rule answers
+    reply: {error: {status: 429, retry_after: 0.01}}
+```
+Reply keys: text, text_tokens (a generated text of exactly N tokens), tool_calls, finish_reason, delay, first_delay,
+chunk_size, stall (seconds before the response starts: a timeout), drop_after (chunks, then the connection drops),
+malformed_tool_json, usage (false: no usage chunk even when asked for), interleave_tool_calls, error {status,
+message, code, type, retry_after}. Text may use {last_message}, {system_prompt} and {model}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm import tokens
+
+DEFAULT_MODEL = "scripted"
+
+
+class StreamDropped(ConnectionResetError):
+    """The script asked for the stream to break here (the HTTP server drops the connection instead)."""
+
+
+@dataclass
+class ErrorPlan:
+    """Answer with an HTTP error (an OpenAI-style error body)."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    stall: float = 0.0
+
+
+@dataclass
+class ReplyPlan:
+    """Answer with a completion: `chunks` when streaming, `completion` otherwise."""
+
+    chunks: list[dict[str, Any]]
+    completion: dict[str, Any]
+    delay: float = 0.0
+    first_delay: float = 0.0
+    stall: float = 0.0
+    drop_after: int | None = None
+
+    async def stream(self) -> AsyncIterator[dict[str, Any]]:
+        """The chunks with the script's delays; raises StreamDropped where the script drops the stream."""
+        if self.stall:
+            await asyncio.sleep(self.stall)
+        for number, chunk in enumerate(self.chunks):
+            if self.drop_after is not None and number >= self.drop_after:
+                raise StreamDropped("scripted drop")
+            if number == 1 and self.first_delay:
+                await asyncio.sleep(self.first_delay)
+            elif number > 1 and self.delay:
+                await asyncio.sleep(self.delay)
+            yield chunk
+
+
+def _last_user_index(messages: list[Mapping[str, Any]]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return index
+    return -1
+
+
+def _text(content: Any) -> str:
+    return tokens._content_text(content)
+
+
+def _matches_text(condition: Any, text: str) -> bool:
+    if isinstance(condition, str):
+        return condition.lower() in text.lower()
+    if isinstance(condition, Mapping):
+        if "equals" in condition and text.strip() != condition["equals"]:
+            return False
+        if "contains" in condition and str(condition["contains"]).lower() not in text.lower():
+            return False
+        if "regex" in condition and not re.search(condition["regex"], text, re.IGNORECASE | re.DOTALL):
+            return False
+        if "any" in condition and not any(str(word).lower() in text.lower() for word in condition["any"]):
+            return False
+        return True
+    return bool(condition) == bool(text)
+
+
+@dataclass
+class Rule:
+    """One rule of a script: when it applies, what it answers, how often."""
+
+    when: dict[str, Any]
+    reply: dict[str, Any]
+    name: str = ""
+    times: int | None = None
+    used: int = 0
+
+    def matches(self, request: Mapping[str, Any]) -> bool:
+        if self.times is not None and self.used >= self.times:
+            return False
+        messages = list(request.get("messages") or [])
+        last = messages[-1] if messages else {}
+        after_user = messages[_last_user_index(messages) + 1 :]
+        system = "\n".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+        for key, condition in self.when.items():
+            if key == "last_message" and not _matches_text(condition, _text(last.get("content"))):
+                return False
+            if key == "last_user_message":
+                users = [m for m in messages if m.get("role") == "user"]
+                if not _matches_text(condition, _text(users[-1].get("content")) if users else ""):
+                    return False
+            if key == "last_role" and last.get("role") != condition:
+                return False
+            if key == "has_tool_results" and any(m.get("role") == "tool" for m in after_user) != bool(condition):
+                return False
+            if key == "system_prompt" and not _matches_text(condition, system):
+                return False
+            if key == "model" and request.get("model") != condition:
+                return False
+            if key == "has_tools" and bool(request.get("tools")) != bool(condition):
+                return False
+        return True
+
+
+_FILLER_WORDS = " the a model reply is streamed in small pieces so that the gateway can be measured fairly".split()
+
+
+def text_of_tokens(count: int, model: str = "gpt-4") -> str:
+    """A deterministic English text of exactly `count` tokens (for benchmarks and long replies)."""
+    # Each " word" of the filler is a single cl100k token, so the text grows one token per word.
+    words = [f" {_FILLER_WORDS[i % len(_FILLER_WORDS)]}" for i in range(count)]
+    text = "".join(words)
+    while tokens.count_text(text, model) > count:
+        text = text[: text.rfind(" ")]
+    return text
+
+
+def split_text(text: str, chunk_size: int, model: str) -> list[str]:
+    """Pieces of `text` as a server would stream them: N characters, or (chunk_size 0) one token at a time."""
+    if not text:
+        return []
+    if chunk_size > 0:
+        return [text[i : i + chunk_size] for i in range(0, len(text), chunk_size)]
+    encoding = tokens.encoding_for_model(model)
+    pieces: list[str] = []
+    pending = b""
+    for token_bytes in encoding.decode_tokens_bytes(encoding.encode(text, disallowed_special=())):
+        pending += token_bytes
+        try:
+            pieces.append(pending.decode())
+        except UnicodeDecodeError:
+            continue  # a multi-byte character split across tokens: send it whole with the next token
+        pending = b""
+    if pending:
+        pieces.append(pending.decode(errors="replace"))
+    return pieces
+
+
+def _substitute(text: str, request: Mapping[str, Any]) -> str:
+    messages = list(request.get("messages") or [])
+    last = _text(messages[-1].get("content")) if messages else ""
+    system = "\n".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+    return (
+        text.replace("{last_message}", last).replace("{system_prompt}", system).replace("{model}", str(request.get("model")))
+    )
+
+
+class ScriptEngine:
+    """Answers chat requests from a script. Thread-safe: the rule counters are shared by concurrent requests."""
+
+    def __init__(self, script: Mapping[str, Any] | None = None) -> None:
+        self._lock = threading.Lock()
+        self.load(script or {"rules": []})
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptEngine:
+        return cls(load_script(path))
+
+    def load(self, script: Mapping[str, Any]) -> None:
+        """Replace the script (and reset every rule's counter)."""
+        rules = [
+            Rule(when=dict(r.get("when") or {}), reply=dict(r.get("reply") or {}), name=r.get("name", ""), times=r.get("times"))
+            for r in script.get("rules") or []
+        ]
+        with self._lock:
+            self.script = dict(script)
+            self.defaults = dict(script.get("defaults") or {})
+            self.rules = rules
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.script.get("models") or [DEFAULT_MODEL])
+
+    def _choose(self, request: Mapping[str, Any]) -> Rule | None:
+        with self._lock:
+            for rule in self.rules:
+                if rule.matches(request):
+                    rule.used += 1
+                    return rule
+        return None
+
+    def plan(self, request: Mapping[str, Any]) -> ErrorPlan | ReplyPlan:
+        """How to answer `request` (an OpenAI chat-completions body)."""
+        rule = self._choose(request)
+        if rule is None:
+            reply: dict[str, Any] = {"text": self.script.get("fallback", "(no rule of the script matched)")}
+        else:
+            reply = {**self.defaults, **rule.reply}
+        if "error" in reply:
+            return self._error_plan(reply)
+        return self._reply_plan(request, reply)
+
+    def _error_plan(self, reply: Mapping[str, Any]) -> ErrorPlan:
+        error = dict(reply["error"])
+        status = int(error.get("status", 500))
+        headers = {}
+        if error.get("retry_after") is not None:
+            headers["retry-after"] = str(error["retry_after"])
+        body = {
+            "error": {
+                "message": error.get("message", f"Scripted error {status}"),
+                "type": error.get("type", "rate_limit_error" if status == 429 else "server_error"),
+                "code": error.get("code"),
+                "param": None,
+            }
+        }
+        return ErrorPlan(status=status, body=body, headers=headers, stall=float(reply.get("stall", 0)))
+
+    def _reply_plan(self, request: Mapping[str, Any], reply: Mapping[str, Any]) -> ReplyPlan:
+        model = str(request.get("model") or DEFAULT_MODEL)
+        count_model = model if model != DEFAULT_MODEL else "gpt-4"
+        text = _substitute(str(reply.get("text", "")), request)
+        if reply.get("text_tokens"):
+            text = text_of_tokens(int(reply["text_tokens"]), count_model)
+        tool_calls = []
+        for number, call in enumerate(reply.get("tool_calls") or []):
+            arguments = call.get("arguments", {})
+            arguments_json = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+            if reply.get("malformed_tool_json"):
+                arguments_json = arguments_json.rstrip("}") + ', "oops": '  # cut short: not valid JSON
+            call_id = call.get("id") or f"call_{hashlib.sha1(f'{number}{arguments_json}{time.time_ns()}'.encode()).hexdigest()[:20]}"  # noqa: S324
+            tool_calls.append({"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments_json}})
+        finish_reason = reply.get("finish_reason") or ("tool_calls" if tool_calls else "stop")
+        prompt_tokens = tokens.count_messages(request.get("messages") or [], count_model, request.get("tools"))
+        completion_tokens = tokens.count_text(text, count_model) + sum(
+            tokens.count_text(c["function"]["name"] + c["function"]["arguments"], count_model) for c in tool_calls
+        )
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+
+        chunk_size = int(reply.get("chunk_size", 0))
+        chunks = [chunk({"role": "assistant", "content": ""})]
+        chunks += [chunk({"content": piece}) for piece in split_text(text, chunk_size, count_model)]
+        chunks += self._tool_call_chunks(tool_calls, chunk, bool(reply.get("interleave_tool_calls")))
+        chunks.append(chunk({}, finish_reason))
+        stream_options = request.get("stream_options") or {}
+        if stream_options.get("include_usage") and reply.get("usage", True):
+            chunks.append({**chunk({}), "choices": [], "usage": usage})
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        completion = {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        }
+        if reply.get("usage", True):
+            completion["usage"] = usage
+        drop_after = reply.get("drop_after")
+        return ReplyPlan(
+            chunks=chunks,
+            completion=completion,
+            delay=float(reply.get("delay", 0)),
+            first_delay=float(reply.get("first_delay", reply.get("delay", 0))),
+            stall=float(reply.get("stall", 0)),
+            drop_after=int(drop_after) if drop_after is not None else None,
+        )
+
+    @staticmethod
+    def _tool_call_chunks(tool_calls: list[dict[str, Any]], chunk: Any, interleave: bool) -> list[dict[str, Any]]:
+        """Tool calls as servers stream them: a head (id, name) then the arguments in pieces, by index."""
+        per_call: list[list[dict[str, Any]]] = []
+        for index, call in enumerate(tool_calls):
+            arguments = call["function"]["arguments"]
+            pieces = [arguments[i : i + 8] for i in range(0, len(arguments), 8)] or [""]
+            head = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+            parts = [chunk({"tool_calls": [head]})]
+            parts += [chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}) for piece in pieces]
+            per_call.append(parts)
+        if not interleave:
+            return [part for parts in per_call for part in parts]
+        merged = []
+        for step in range(max((len(p) for p in per_call), default=0)):
+            merged += [parts[step] for parts in per_call if step < len(parts)]
+        return merged
+
+
+def load_script(path: str | Path) -> dict[str, Any]:
+    """A script from a YAML or JSON file."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        return yaml.safe_load(text) or {}
+    return json.loads(text)
+
+
+def embed(text: str, dimensions: int = 64) -> list[float]:
+    """A deterministic embedding: hashed character trigrams, L2-normalised (similar texts get similar vectors)."""
+    vector = [0.0] * dimensions
+    padded = f"  {text.lower()}  "
+    for i in range(len(padded) - 2):
+        digest = hashlib.blake2b(padded[i : i + 3].encode(), digest_size=8).digest()
+        slot = int.from_bytes(digest[:4], "little") % dimensions
+        vector[slot] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]

