@@ -43,4 +43,9 @@ def resolve_membership(
             return tenant, Membership(user=user, tenant=tenant, role=Role.OWNER)
     if memberships:
         return memberships[0].tenant, memberships[0]
+    if user.is_superuser:
+        # A platform operator with no membership works in the first active tenant until they switch.
+        tenant = Tenant.objects.filter(active=True).order_by("name").first()
+        if tenant is not None:
+            return tenant, Membership(user=user, tenant=tenant, role=Role.OWNER)
     return None, None

@@ -114,3 +114,11 @@ def test_user_without_tenant_is_told_so(client, db):
     client.force_login(UserFactory(username="loner"))
     body = client.get(reverse("home"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
     assert "not a member of any active tenant" in body
+
+
+def test_superuser_without_membership_works_in_a_tenant_and_can_switch_to_any(login, superuser, tenant, other_tenant):
+    client = login(superuser)
+    response = client.get(reverse("home"))
+    assert response.wsgi_request.tenant in (tenant, other_tenant)
+    client.post(reverse("switch_tenant"), {"tenant": other_tenant.pk, "next": "/"})
+    assert client.get(reverse("home")).wsgi_request.tenant == other_tenant
