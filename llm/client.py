@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 
 from llm import errors
@@ -207,7 +207,7 @@ async def stream_chat(
                 llm_call_record(**record_base, status=CallStatus.REFUSED, error_code=exc.code, attempts=0)
                 raise
 
-    await sync_to_async(check_quota)()
+    await database_sync_to_async(check_quota)()
 
     transport = transport_for(connection.kind)
     secrets = (connection.api_key,)
@@ -304,16 +304,16 @@ async def stream_chat(
         exc.partial_text = exc.partial_text or "".join(text_parts)
         if status == CallStatus.ERROR:
             logger.warning("llm call failed tenant=%s model=%s code=%s detail=%s", tenant.pk, model, exc.code, exc.detail)
-        await sync_to_async(record)(status, exc.code)
+        await database_sync_to_async(record)(status, exc.code)
         raise
     except (asyncio.CancelledError, GeneratorExit):
         # The caller went away (task cancelled, or it stopped iterating): still one record of the call.
-        await asyncio.shield(sync_to_async(record)(CallStatus.CANCELLED, errors.CANCELLED))
+        await asyncio.shield(database_sync_to_async(record)(CallStatus.CANCELLED, errors.CANCELLED))
         raise
 
     tool_calls = tuple(builders[i].build() for i in sorted(builders))
     # Recorded before the last events: a caller that stops at ToolCallsReady still leaves a record.
-    call_id = await sync_to_async(record)(CallStatus.OK)
+    call_id = await database_sync_to_async(record)(CallStatus.OK)
     if tool_calls:
         yield ToolCallsReady(tool_calls)
     yield Finished(
@@ -403,7 +403,7 @@ async def embed_texts(
                 llm_call_record(**base, status=CallStatus.REFUSED, error_code=exc.code, attempts=0)
                 raise
 
-    await sync_to_async(check_quota)()
+    await database_sync_to_async(check_quota)()
     transport = transport_for(connection.kind)
     attempt = 0
     while True:
@@ -416,7 +416,7 @@ async def embed_texts(
             if error.retryable and attempt <= connection.max_retries:
                 await asyncio.sleep(backoff_delay(attempt, error.retry_after))
                 continue
-            await sync_to_async(llm_call_record)(
+            await database_sync_to_async(llm_call_record)(
                 **base, status=CallStatus.ERROR, error_code=error.code, duration_ms=_ms(time.perf_counter() - started), attempts=attempt
             )
             raise error from exc
@@ -424,7 +424,7 @@ async def embed_texts(
 
     prompt = reported if reported is not None else sum(tokens.count_text(t, "text-embedding-ada-002") for t in inputs)
     usage = Usage(prompt, 0, UsageSource.PROVIDER if reported is not None else UsageSource.COUNTED)
-    await sync_to_async(llm_call_record)(
+    await database_sync_to_async(llm_call_record)(
         **base, status=CallStatus.OK, usage=usage, duration_ms=_ms(time.perf_counter() - started), attempts=attempt
     )
     return vectors

@@ -183,7 +183,7 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "active", "monthly_token_budget", "member_count", "created_at"]
+    list_display = ["name", "slug", "active", "monthly_token_budget", "tokens_this_month", "member_count", "created_at"]
     list_filter = ["active"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -193,8 +193,28 @@ class TenantAdmin(admin.ModelAdmin):
     def member_count(self, obj: Tenant) -> int:
         return obj.member_count
 
+    @admin.display(description=_("tokens this month / budget"), ordering="tokens_month")
+    def tokens_this_month(self, obj: Tenant) -> str:
+        from llm.usage import budget_cell
+
+        return budget_cell(obj.tokens_month, obj.monthly_token_budget)
+
+    def change_view(self, request: HttpRequest, object_id, form_url="", extra_context=None):
+        from llm.usage import usage_chart
+
+        # The tokens-per-day chart (T5, L3) under the tenant's fields; only for a tenant this user may see.
+        tenant = self.get_object(request, object_id)
+        extra_context = dict(extra_context or {})
+        if tenant is not None and self.has_view_permission(request, tenant):
+            extra_context["llm_usage"] = usage_chart(tenant=tenant)
+        return super().change_view(request, object_id, form_url, extra_context)
+
     def get_queryset(self, request: HttpRequest):
-        queryset = super().get_queryset(request).annotate(member_count=Count("memberships"))
+        from llm.usage import tokens_this_month_subquery
+
+        queryset = (
+            super().get_queryset(request).annotate(member_count=Count("memberships"), tokens_month=tokens_this_month_subquery())
+        )
         if is_platform_admin(request):
             return queryset
         return queryset.filter(pk=request.tenant.pk) if request.tenant else queryset.none()
