@@ -66,7 +66,21 @@ class ModelProviderAdmin(TenantOwnedAdmin):
     search_fields = ["name", "base_url", "default_chat_model"]
     readonly_fields = ["api_key_status"]
     fieldsets = [
-        (None, {"fields": ["tenant", "name", "kind", "base_url", "api_key_status", "api_key", "clear_api_key", "is_default"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "tenant",
+                    "name",
+                    "kind",
+                    "base_url",
+                    "api_key_status",
+                    "api_key",
+                    "clear_api_key",
+                    "is_default",
+                ]
+            },
+        ),
         (_("Models"), {"fields": ["chat_models", "default_chat_model", "embedding_model"]}),
         (
             _("Model tiers (planner, executor, deep reasoning)"),

@@ -226,7 +226,9 @@ async def stream_chat(
         nonlocal final_usage
         text = "".join(text_parts)
         if usage_reported is not None:
-            usage = Usage(usage_reported.prompt_tokens or 0, usage_reported.completion_tokens or 0, UsageSource.PROVIDER)
+            usage = Usage(
+                usage_reported.prompt_tokens or 0, usage_reported.completion_tokens or 0, UsageSource.PROVIDER
+            )
         else:
             usage = usage_counted(model=model, messages=messages, tools=tools, text=text, tool_calls=tool_call_dicts())
         call = llm_call_record(
@@ -282,14 +284,25 @@ async def stream_chat(
             except LLMError as exc:
                 if exc.code == errors.CANCELLED:
                     raise
-                error = errors.from_exception(exc, secrets=secrets, partial_text="".join(text_parts), streaming=received)
+                error = errors.from_exception(
+                    exc, secrets=secrets, partial_text="".join(text_parts), streaming=received
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # every provider failure becomes one of the gateway's codes
-                error = errors.from_exception(exc, secrets=secrets, partial_text="".join(text_parts), streaming=received)
+                error = errors.from_exception(
+                    exc, secrets=secrets, partial_text="".join(text_parts), streaming=received
+                )
             if not emitted and error.retryable and attempt <= connection.max_retries:
                 delay = backoff_delay(attempt, error.retry_after)
-                logger.info("llm retry %s/%s in %.2fs after %s (%s)", attempt, connection.max_retries, delay, error.code, error.detail)
+                logger.info(
+                    "llm retry %s/%s in %.2fs after %s (%s)",
+                    attempt,
+                    connection.max_retries,
+                    delay,
+                    error.code,
+                    error.detail,
+                )
                 text_parts.clear()
                 builders.clear()
                 usage_reported, finish_reason = None, ""
@@ -303,7 +316,9 @@ async def stream_chat(
         status = CallStatus.CANCELLED if exc.code == errors.CANCELLED else CallStatus.ERROR
         exc.partial_text = exc.partial_text or "".join(text_parts)
         if status == CallStatus.ERROR:
-            logger.warning("llm call failed tenant=%s model=%s code=%s detail=%s", tenant.pk, model, exc.code, exc.detail)
+            logger.warning(
+                "llm call failed tenant=%s model=%s code=%s detail=%s", tenant.pk, model, exc.code, exc.detail
+            )
         await database_sync_to_async(record)(status, exc.code)
         raise
     except (asyncio.CancelledError, GeneratorExit):
@@ -417,7 +432,11 @@ async def embed_texts(
                 await asyncio.sleep(backoff_delay(attempt, error.retry_after))
                 continue
             await database_sync_to_async(llm_call_record)(
-                **base, status=CallStatus.ERROR, error_code=error.code, duration_ms=_ms(time.perf_counter() - started), attempts=attempt
+                **base,
+                status=CallStatus.ERROR,
+                error_code=error.code,
+                duration_ms=_ms(time.perf_counter() - started),
+                attempts=attempt,
             )
             raise error from exc
     from llm import tokens

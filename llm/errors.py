@@ -26,7 +26,9 @@ BAD_REQUEST = "bad_request"
 # Chinese UI never shows an English error because `compilemessages` has not run yet.
 _MESSAGES: dict[str, tuple[str, str]] = {
     AUTH_FAILED: (
-        gettext_noop("The model provider refused the API key. Check the provider's API key in Models > Model providers."),
+        gettext_noop(
+            "The model provider refused the API key. Check the provider's API key in Models > Model providers."
+        ),
         "模型服务拒绝了 API 密钥。请在“模型 > 模型服务”中检查该服务的 API 密钥。",
     ),
     RATE_LIMITED: (
@@ -38,7 +40,9 @@ _MESSAGES: dict[str, tuple[str, str]] = {
         "模型服务未在规定时间内响应。请重试，或调大该服务的超时时间。",
     ),
     CONTEXT_TOO_LONG: (
-        gettext_noop("The conversation is too long for the model's context window. Shorten it or choose a larger model."),
+        gettext_noop(
+            "The conversation is too long for the model's context window. Shorten it or choose a larger model."
+        ),
         "对话超出了模型的上下文窗口。请缩短内容或选择上下文更大的模型。",
     ),
     PROVIDER_UNREACHABLE: (
@@ -46,7 +50,10 @@ _MESSAGES: dict[str, tuple[str, str]] = {
         "无法连接模型服务。请检查其 Base URL 以及服务是否在运行。",
     ),
     QUOTA_EXCEEDED: (
-        gettext_noop("This tenant's monthly token budget is used up, so the call was not sent. Ask the platform operator to raise it."),
+        gettext_noop(
+            "This tenant's monthly token budget is used up, so the call was not sent. "
+            "Ask the platform operator to raise it."
+        ),
         "本租户本月的 token 预算已用完，调用未发送。请联系平台管理员提高额度。",
     ),
     PROVIDER_QUOTA_EXCEEDED: (
@@ -152,7 +159,11 @@ def code_for_status(status: int, body_code: str = "", text: str = "") -> str:
     if status in (401, 403):
         return AUTH_FAILED
     if status == 429:
-        return PROVIDER_QUOTA_EXCEEDED if any(m in probe for m in ("insufficient_quota", "exceeded your current quota")) else RATE_LIMITED
+        return (
+            PROVIDER_QUOTA_EXCEEDED
+            if any(m in probe for m in ("insufficient_quota", "exceeded your current quota"))
+            else RATE_LIMITED
+        )
     if status == 402:
         return PROVIDER_QUOTA_EXCEEDED
     if status in (400, 413, 422):
@@ -180,7 +191,9 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
-def from_exception(exc: BaseException, *, secrets: tuple[str, ...] = (), partial_text: str = "", streaming: bool = False) -> LLMError:
+def from_exception(
+    exc: BaseException, *, secrets: tuple[str, ...] = (), partial_text: str = "", streaming: bool = False
+) -> LLMError:
     """Map an exception raised while talking to a provider (the openai SDK's or the transport's) to an LLMError.
 
     `streaming` means the response had started: a broken connection then is a dropped stream, not an unreachable

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -18,7 +19,14 @@ from typing import Any
 
 from llm.script import ErrorPlan, ScriptEngine, StreamDropped, embed, load_script
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+}
 
 
 class FakeServer:
@@ -50,31 +58,43 @@ class FakeServer:
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
         finally:
-            try:
+            with contextlib.suppress(RuntimeError):
                 writer.close()
-            except RuntimeError:
-                pass
 
-    async def route(self, method: str, path: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter) -> bool:
+    async def route(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+    ) -> bool:
         payload: Any = None
         if body:
             try:
                 payload = json.loads(body)
             except ValueError:
-                return await self.send_json(writer, 400, {"error": {"message": "Body is not JSON.", "type": "invalid_request_error"}})
+                return await self.send_json(
+                    writer, 400, {"error": {"message": "Body is not JSON.", "type": "invalid_request_error"}}
+                )
         if path.startswith("/_control/"):
             return await self.control(method, path, payload, writer)
         self.requests.append(
-            {"method": method, "path": path, "authorization": headers.get("authorization", ""), "body": payload, "time": time.time()}
+            {
+                "method": method,
+                "path": path,
+                "authorization": headers.get("authorization", ""),
+                "body": payload,
+                "time": time.time(),
+            }
         )
         if path.endswith("/chat/completions") and method == "POST":
             return await self.chat(payload or {}, writer)
         if path.endswith("/models") and method == "GET":
-            data = [{"id": name, "object": "model", "created": 0, "owned_by": "scripted"} for name in self.engine.models]
+            data = [
+                {"id": name, "object": "model", "created": 0, "owned_by": "scripted"} for name in self.engine.models
+            ]
             return await self.send_json(writer, 200, {"object": "list", "data": data})
         if path.endswith("/embeddings") and method == "POST":
             return await self.embeddings(payload or {}, writer)
-        return await self.send_json(writer, 404, {"error": {"message": f"No route {method} {path}", "type": "not_found"}})
+        return await self.send_json(
+            writer, 404, {"error": {"message": f"No route {method} {path}", "type": "not_found"}}
+        )
 
     async def control(self, method: str, path: str, payload: Any, writer: asyncio.StreamWriter) -> bool:
         if path == "/_control/script" and method in ("PUT", "POST"):
@@ -118,15 +138,26 @@ class FakeServer:
         inputs = request.get("input", "")
         inputs = [inputs] if isinstance(inputs, str) else list(inputs)
         dimensions = int(request.get("dimensions") or 64)
-        data = [{"object": "embedding", "index": i, "embedding": embed(str(text), dimensions)} for i, text in enumerate(inputs)]
+        data = [
+            {"object": "embedding", "index": i, "embedding": embed(str(text), dimensions)}
+            for i, text in enumerate(inputs)
+        ]
         used = sum(max(1, len(str(text)) // 4) for text in inputs)
-        body = {"object": "list", "data": data, "model": request.get("model", "scripted-embed"), "usage": {"prompt_tokens": used, "total_tokens": used}}
+        body = {
+            "object": "list",
+            "data": data,
+            "model": request.get("model", "scripted-embed"),
+            "usage": {"prompt_tokens": used, "total_tokens": used},
+        }
         return await self.send_json(writer, 200, body)
 
     @staticmethod
-    async def send_json(writer: asyncio.StreamWriter, status: int, body: Any, headers: dict[str, str] | None = None) -> bool:
+    async def send_json(
+        writer: asyncio.StreamWriter, status: int, body: Any, headers: dict[str, str] | None = None
+    ) -> bool:
         data = json.dumps(body, ensure_ascii=False).encode()
-        head = f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        head = f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
+        head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
         for name, value in (headers or {}).items():
             head += f"{name}: {value}\r\n"
         writer.write(head.encode() + b"\r\n" + data)

@@ -53,10 +53,16 @@ class ModelProvider(TenantOwned):
     default_chat_model = models.CharField(_("default chat model"), max_length=200, blank=True)
     embedding_model = models.CharField(_("embedding model"), max_length=200, blank=True)
     planning_model = models.CharField(
-        _("planning model"), max_length=200, blank=True, help_text=_("Seed 3's planner (M2); empty: the default chat model.")
+        _("planning model"),
+        max_length=200,
+        blank=True,
+        help_text=_("Seed 3's planner (M2); empty: the default chat model."),
     )
     execution_model = models.CharField(
-        _("execution model"), max_length=200, blank=True, help_text=_("Seed 3's executor (M1); empty: the default chat model.")
+        _("execution model"),
+        max_length=200,
+        blank=True,
+        help_text=_("Seed 3's executor (M1); empty: the default chat model."),
     )
     reasoning_model = models.CharField(
         _("reasoning model"),
@@ -64,7 +70,9 @@ class ModelProvider(TenantOwned):
         blank=True,
         help_text=_("Seed 3's deep thinker (M0), used by the deep_think tool; empty: the default chat model."),
     )
-    is_default = models.BooleanField(_("default provider"), default=False, help_text=_("Used when an agent names no provider."))
+    is_default = models.BooleanField(
+        _("default provider"), default=False, help_text=_("Used when an agent names no provider.")
+    )
     timeout_seconds = models.FloatField(
         _("timeout (seconds)"),
         default=60.0,
@@ -142,13 +150,15 @@ class ModelProvider(TenantOwned):
         else:
             for entry in self.chat_models:
                 if not isinstance(entry, dict) or not str(entry.get("name", "")).strip():
-                    errors["chat_models"] = _('Each model needs a "name", e.g. {"name": "gpt-4o", "context_window": 128000}.')
+                    errors["chat_models"] = _(
+                        'Each model needs a "name", e.g. {"name": "gpt-4o", "context_window": 128000}.'
+                    )
                     break
                 window = entry.get("context_window")
                 if window is not None and (not isinstance(window, int) or window <= 0):
-                    errors["chat_models"] = _("Model “%(name)s”: context_window must be a positive whole number of tokens.") % {
-                        "name": entry["name"]
-                    }
+                    errors["chat_models"] = _(
+                        "Model “%(name)s”: context_window must be a positive whole number of tokens."
+                    ) % {"name": entry["name"]}
                     break
                 names.append(entry["name"])
         if names:
@@ -189,7 +199,12 @@ class LLMCall(TenantOwned):
     """One model call: who made it, for what, how many tokens, how fast, and how it ended."""
 
     provider = models.ForeignKey(
-        ModelProvider, on_delete=models.SET_NULL, null=True, blank=True, related_name="calls", verbose_name=_("provider")
+        ModelProvider,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="calls",
+        verbose_name=_("provider"),
     )
     # Plain indexed ids until agents and conversations exist (floor 1 cannot point up); they become FKs later.
     agent_id = models.BigIntegerField(_("agent id"), null=True, blank=True, db_index=True)
@@ -199,7 +214,9 @@ class LLMCall(TenantOwned):
     prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), default=0)
     completion_tokens = models.PositiveIntegerField(_("completion tokens"), default=0)
     total_tokens = models.PositiveIntegerField(_("total tokens"), default=0)
-    usage_source = models.CharField(_("usage from"), max_length=10, choices=UsageSource.choices, default=UsageSource.PROVIDER)
+    usage_source = models.CharField(
+        _("usage from"), max_length=10, choices=UsageSource.choices, default=UsageSource.PROVIDER
+    )
     ttft_ms = models.PositiveIntegerField(_("time to first token (ms)"), null=True, blank=True)
     duration_ms = models.PositiveIntegerField(_("total time (ms)"), default=0)
     status = models.CharField(_("status"), max_length=10, choices=CallStatus.choices, default=CallStatus.OK)

@@ -100,9 +100,7 @@ def _matches_text(condition: Any, text: str) -> bool:
             return False
         if "regex" in condition and not re.search(condition["regex"], text, re.IGNORECASE | re.DOTALL):
             return False
-        if "any" in condition and not any(str(word).lower() in text.lower() for word in condition["any"]):
-            return False
-        return True
+        return "any" not in condition or any(str(word).lower() in text.lower() for word in condition["any"])
     return bool(condition) == bool(text)
 
 
@@ -143,7 +141,25 @@ class Rule:
         return True
 
 
-_FILLER_WORDS = " the a model reply is streamed in small pieces so that the gateway can be measured fairly".split()
+_FILLER_WORDS = [
+    "the",
+    "a",
+    "model",
+    "reply",
+    "is",
+    "streamed",
+    "in",
+    "small",
+    "pieces",
+    "so",
+    "that",
+    "the",
+    "gateway",
+    "can",
+    "be",
+    "measured",
+    "fairly",
+]
 
 
 def text_of_tokens(count: int, model: str = "gpt-4") -> str:
@@ -182,7 +198,9 @@ def _substitute(text: str, request: Mapping[str, Any]) -> str:
     last = _text(messages[-1].get("content")) if messages else ""
     system = "\n".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
     return (
-        text.replace("{last_message}", last).replace("{system_prompt}", system).replace("{model}", str(request.get("model")))
+        text.replace("{last_message}", last)
+        .replace("{system_prompt}", system)
+        .replace("{model}", str(request.get("model")))
     )
 
 
@@ -200,7 +218,12 @@ class ScriptEngine:
     def load(self, script: Mapping[str, Any]) -> None:
         """Replace the script (and reset every rule's counter)."""
         rules = [
-            Rule(when=dict(r.get("when") or {}), reply=dict(r.get("reply") or {}), name=r.get("name", ""), times=r.get("times"))
+            Rule(
+                when=dict(r.get("when") or {}),
+                reply=dict(r.get("reply") or {}),
+                name=r.get("name", ""),
+                times=r.get("times"),
+            )
             for r in script.get("rules") or []
         ]
         with self._lock:
@@ -259,14 +282,20 @@ class ScriptEngine:
             arguments_json = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
             if reply.get("malformed_tool_json"):
                 arguments_json = arguments_json.rstrip("}") + ', "oops": '  # cut short: not valid JSON
-            call_id = call.get("id") or f"call_{hashlib.sha1(f'{number}{arguments_json}{time.time_ns()}'.encode()).hexdigest()[:20]}"  # noqa: S324
-            tool_calls.append({"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments_json}})
+            call_id = call.get("id") or f"call_{uuid.uuid4().hex[:20]}_{number}"
+            tool_calls.append(
+                {"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments_json}}
+            )
         finish_reason = reply.get("finish_reason") or ("tool_calls" if tool_calls else "stop")
         prompt_tokens = tokens.count_messages(request.get("messages") or [], count_model, request.get("tools"))
         completion_tokens = tokens.count_text(text, count_model) + sum(
             tokens.count_text(c["function"]["name"] + c["function"]["arguments"], count_model) for c in tool_calls
         )
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
 
@@ -316,7 +345,12 @@ class ScriptEngine:
         for index, call in enumerate(tool_calls):
             arguments = call["function"]["arguments"]
             pieces = [arguments[i : i + 8] for i in range(0, len(arguments), 8)] or [""]
-            head = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+            head = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
             parts = [chunk({"tool_calls": [head]})]
             parts += [chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}) for piece in pieces]
             per_call.append(parts)

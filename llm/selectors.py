@@ -22,7 +22,9 @@ def month_start(now: dt.datetime | None = None) -> dt.datetime:
 
 def tokens_used_this_month(*, tenant: Tenant, now: dt.datetime | None = None) -> int:
     """Prompt + completion tokens of the tenant's calls since the month began (needs the tenant's scope)."""
-    total = LLMCall.objects.filter(tenant=tenant, created_at__gte=month_start(now)).aggregate(total=Sum("total_tokens"))["total"]
+    total = LLMCall.objects.filter(tenant=tenant, created_at__gte=month_start(now)).aggregate(
+        total=Sum("total_tokens")
+    )["total"]
     return int(total or 0)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 
 from llm import tokens
-from llm.models import DEMO_LABEL, DEMO_MODEL, CallStatus, LLMCall, ModelProvider, ProviderKind, UsageSource
+from llm.models import DEMO_LABEL, DEMO_MODEL, LLMCall, ModelProvider, ProviderKind, UsageSource
 from tenants.models import Tenant
 from tenants.scope import TenantScopeError, current_scope, tenant_scope
 
@@ -26,7 +26,9 @@ def scope_of(tenant: Tenant) -> Iterator[None]:
         yield
         return
     if scope is not None:
-        raise TenantScopeError(f"A call for tenant {tenant.pk} from inside tenant {scope.tenant.pk}'s scope is refused.")
+        raise TenantScopeError(
+            f"A call for tenant {tenant.pk} from inside tenant {scope.tenant.pk}'s scope is refused."
+        )
     with tenant_scope(tenant):
         yield
 
@@ -45,7 +47,12 @@ class Usage:
 
 
 def usage_counted(
-    *, model: str, messages: Sequence[Mapping[str, Any]], tools: Any, text: str, tool_calls: Sequence[Mapping[str, Any]] = ()
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Any,
+    text: str,
+    tool_calls: Sequence[Mapping[str, Any]] = (),
 ) -> Usage:
     """Usage counted with tiktoken, for servers that do not report it."""
     completion = tokens.count_text(text, model) + sum(
@@ -100,7 +107,9 @@ def llm_call_record(
 
 
 def _clear_other_defaults(provider: ModelProvider) -> None:
-    ModelProvider.objects.filter(tenant=provider.tenant, is_default=True).exclude(pk=provider.pk).update(is_default=False)
+    ModelProvider.objects.filter(tenant=provider.tenant, is_default=True).exclude(pk=provider.pk).update(
+        is_default=False
+    )
 
 
 @transaction.atomic
@@ -129,7 +138,9 @@ DEMO_CHAT_MODELS = [{"name": DEMO_MODEL, "context_window": 32768, "function_call
 def provider_ensure_demo(*, tenant: Tenant, make_default: bool = True) -> ModelProvider:
     """The tenant's offline demo provider, created if missing (idempotent)."""
     with scope_of(tenant):
-        provider = ModelProvider.objects.filter(tenant=tenant, kind=ProviderKind.DEMO).first() or ModelProvider(tenant=tenant)
+        provider = ModelProvider.objects.filter(tenant=tenant, kind=ProviderKind.DEMO).first() or ModelProvider(
+            tenant=tenant
+        )
         provider.kind = ProviderKind.DEMO
         provider.name = DEMO_LABEL
         provider.base_url = ""
@@ -143,11 +154,20 @@ def provider_ensure_demo(*, tenant: Tenant, make_default: bool = True) -> ModelP
 
 @transaction.atomic
 def provider_ensure_openai(
-    *, tenant: Tenant, name: str, base_url: str, api_key: str, model: str, context_window: int = 128000, make_default: bool = True
+    *,
+    tenant: Tenant,
+    name: str,
+    base_url: str,
+    api_key: str,
+    model: str,
+    context_window: int = 128000,
+    make_default: bool = True,
 ) -> ModelProvider:
     """An OpenAI-compatible provider named `name`, created or brought up to date (idempotent)."""
     with scope_of(tenant):
-        provider = ModelProvider.objects.filter(tenant=tenant, name=name).first() or ModelProvider(tenant=tenant, name=name)
+        provider = ModelProvider.objects.filter(tenant=tenant, name=name).first() or ModelProvider(
+            tenant=tenant, name=name
+        )
         provider.kind = ProviderKind.OPENAI
         provider.base_url = base_url
         provider.chat_models = [{"name": model, "context_window": context_window, "function_calling": True}]

@@ -42,7 +42,9 @@ class Transport:
         """Send the request and yield its chunks; raise the SDK's errors (or LLMError) when it fails."""
         raise NotImplementedError
 
-    async def embed(self, connection: Connection, model: str, inputs: list[str]) -> tuple[list[list[float]], int | None]:
+    async def embed(
+        self, connection: Connection, model: str, inputs: list[str]
+    ) -> tuple[list[list[float]], int | None]:
         """Embeddings of `inputs` and the prompt tokens the provider reports (None if it does not)."""
         raise NotImplementedError
 
@@ -82,7 +84,9 @@ class OpenAICompatibleTransport(Transport):
         finally:
             await stream.close()
 
-    async def embed(self, connection: Connection, model: str, inputs: list[str]) -> tuple[list[list[float]], int | None]:
+    async def embed(
+        self, connection: Connection, model: str, inputs: list[str]
+    ) -> tuple[list[list[float]], int | None]:
         response = await self.client(connection).embeddings.create(model=model, input=inputs)
         usage = response.usage.prompt_tokens if response.usage else None
         return [item.embedding for item in sorted(response.data, key=lambda d: d.index)], usage
@@ -124,7 +128,9 @@ class ScriptedTransport(Transport):
         async for chunk in plan.stream():
             yield ChatCompletionChunk.model_validate(chunk)
 
-    async def embed(self, connection: Connection, model: str, inputs: list[str]) -> tuple[list[list[float]], int | None]:
+    async def embed(
+        self, connection: Connection, model: str, inputs: list[str]
+    ) -> tuple[list[list[float]], int | None]:
         from llm.script import embed
 
         return [embed(text) for text in inputs], None

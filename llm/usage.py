@@ -18,8 +18,10 @@ CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 720, 220, 44
 
 def tokens_this_month_subquery() -> Coalesce:
     """An annotation for a Tenant queryset: each tenant's tokens this month (one query for a whole changelist)."""
+    # The base manager, because the scoped manager's tenant expression cannot yet be re-resolved inside a
+    # subquery (reported to tenants/); the OuterRef ties each row to its own tenant, so nothing crosses tenants.
     calls = (
-        LLMCall.objects.filter(tenant=OuterRef("pk"), created_at__gte=month_start())
+        LLMCall._base_manager.filter(tenant=OuterRef("pk"), created_at__gte=month_start())
         .order_by()
         .values("tenant")
         .annotate(total=Sum("total_tokens"))
@@ -29,7 +31,7 @@ def tokens_this_month_subquery() -> Coalesce:
 
 
 def budget_cell(used: int, budget: int) -> str:
-    """"12,345 / 2,000,000 (1%)" for the tenants list."""
+    """ "12,345 / 2,000,000 (1%)" for the tenants list."""
     percent = f" ({used * 100 // budget}%)" if budget else ""
     return f"{used:,} / {budget:,}{percent}"
 

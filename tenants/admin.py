@@ -213,7 +213,9 @@ class TenantAdmin(admin.ModelAdmin):
         from llm.usage import tokens_this_month_subquery
 
         queryset = (
-            super().get_queryset(request).annotate(member_count=Count("memberships"), tokens_month=tokens_this_month_subquery())
+            super()
+            .get_queryset(request)
+            .annotate(member_count=Count("memberships"), tokens_month=tokens_this_month_subquery())
         )
         if is_platform_admin(request):
             return queryset

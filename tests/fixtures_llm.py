@@ -35,8 +35,11 @@ class ScriptedLLM:
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(  # noqa: S310 (always http://127.0.0.1)
-            f"http://127.0.0.1:{self.port}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
             return json.loads(response.read())

@@ -26,4 +26,6 @@ def provider(tenant, scripted_llm):
 @pytest.fixture
 def other_provider(other_tenant, scripted_llm):
     with tenant_scope(other_tenant):
-        return ModelProviderFactory(tenant=other_tenant, name="other scripted", base_url=scripted_llm.base_url, is_default=True)
+        return ModelProviderFactory(
+            tenant=other_tenant, name="other scripted", base_url=scripted_llm.base_url, is_default=True
+        )

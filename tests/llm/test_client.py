@@ -21,8 +21,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 USER = [{"role": "user", "content": "hello there"}]
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
-    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}},
+    },
 ]
 
 
@@ -57,7 +66,10 @@ async def test_streamed_text_arrives_in_order(tenant, provider, scripted_llm):
 
 async def test_one_tool_call_assembled(tenant, provider, scripted_llm):
     scripted_llm.set_rules(
-        {"when": {"has_tools": True}, "reply": {"tool_calls": [{"id": "call_w1", "name": "get_weather", "arguments": {"city": "上海 Shanghai"}}]}}
+        {
+            "when": {"has_tools": True},
+            "reply": {"tool_calls": [{"id": "call_w1", "name": "get_weather", "arguments": {"city": "上海 Shanghai"}}]},
+        }
     )
     events = await collect(tenant=tenant, provider=provider, messages=USER, tools=TOOLS)
 
@@ -95,7 +107,15 @@ async def test_two_parallel_tool_calls_assembled(tenant, provider, scripted_llm,
 
 
 async def test_malformed_tool_json_is_delivered_with_its_error(tenant, provider, scripted_llm):
-    scripted_llm.set_rules({"when": {}, "reply": {"malformed_tool_json": True, "tool_calls": [{"name": "get_weather", "arguments": {"city": "Rome"}}]}})
+    scripted_llm.set_rules(
+        {
+            "when": {},
+            "reply": {
+                "malformed_tool_json": True,
+                "tool_calls": [{"name": "get_weather", "arguments": {"city": "Rome"}}],
+            },
+        }
+    )
     result = await complete_chat(tenant=tenant, provider=provider, messages=USER, tools=TOOLS)
 
     (call,) = result.tool_calls
@@ -186,7 +206,9 @@ async def test_stall_mid_stream_times_out_with_partial_text(tenant, provider, sc
 
 
 async def test_dropped_stream_raises_and_keeps_the_partial_text(tenant, provider, scripted_llm):
-    scripted_llm.set_rules({"when": {}, "reply": {"text": "alpha beta gamma delta epsilon", "chunk_size": 6, "drop_after": 3}})
+    scripted_llm.set_rules(
+        {"when": {}, "reply": {"text": "alpha beta gamma delta epsilon", "chunk_size": 6, "drop_after": 3}}
+    )
     received = []
     with pytest.raises(LLMError) as caught:
         async for event in stream_chat(tenant=tenant, provider=provider, messages=USER):
@@ -239,8 +261,14 @@ async def test_calls_fit_while_under_budget(tenant, provider, scripted_llm):
     ("error", "code"),
     [
         ({"status": 401, "message": "Incorrect API key provided"}, errors.AUTH_FAILED),
-        ({"status": 400, "code": "context_length_exceeded", "message": "maximum context length is 8192 tokens"}, errors.CONTEXT_TOO_LONG),
-        ({"status": 429, "code": "insufficient_quota", "message": "You exceeded your current quota"}, errors.PROVIDER_QUOTA_EXCEEDED),
+        (
+            {"status": 400, "code": "context_length_exceeded", "message": "maximum context length is 8192 tokens"},
+            errors.CONTEXT_TOO_LONG,
+        ),
+        (
+            {"status": 429, "code": "insufficient_quota", "message": "You exceeded your current quota"},
+            errors.PROVIDER_QUOTA_EXCEEDED,
+        ),
     ],
 )
 async def test_provider_errors_map_to_codes(tenant, provider, scripted_llm, error, code):

@@ -1,0 +1,80 @@
+"""The script engine shared by the fake server and the demo model."""
+
+from llm.demo import demo_engine
+from llm.script import ErrorPlan, ScriptEngine, embed, split_text, text_of_tokens
+from llm.tokens import count_text
+
+
+def plan_text(engine, messages, **request):
+    plan = engine.plan({"model": "scripted", "messages": messages, **request})
+    return plan.completion["choices"][0]["message"]
+
+
+def test_rules_match_last_message_tool_results_and_system_prompt():
+    engine = ScriptEngine(
+        {
+            "rules": [
+                {"when": {"has_tool_results": True}, "reply": {"text": "tool said {last_message}"}},
+                {"when": {"system_prompt": "summarise"}, "reply": {"text": "summary"}},
+                {
+                    "when": {"last_message": {"regex": "^weather"}},
+                    "reply": {"tool_calls": [{"name": "w", "arguments": {"c": 1}}]},
+                },
+                {"when": {}, "reply": {"text": "echo {last_message}"}},
+            ]
+        }
+    )
+    assert plan_text(engine, [{"role": "user", "content": "hi"}])["content"] == "echo hi"
+    assert (
+        plan_text(engine, [{"role": "system", "content": "Please summarise."}, {"role": "user", "content": "x"}])[
+            "content"
+        ]
+        == "summary"
+    )
+    call = plan_text(engine, [{"role": "user", "content": "weather in Rome"}])["tool_calls"][0]
+    assert call["function"] == {"name": "w", "arguments": '{"c": 1}'}
+    after_tool = [
+        {"role": "user", "content": "weather"},
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "sunny"},
+    ]
+    assert plan_text(engine, after_tool)["content"] == "tool said sunny"
+
+
+def test_times_limits_a_rule_and_load_resets_it():
+    script = {
+        "rules": [{"when": {}, "times": 1, "reply": {"error": {"status": 429}}}, {"when": {}, "reply": {"text": "ok"}}]
+    }
+    engine = ScriptEngine(script)
+    request = {"messages": [{"role": "user", "content": "x"}]}
+    assert isinstance(engine.plan(request), ErrorPlan)
+    assert not isinstance(engine.plan(request), ErrorPlan)
+    engine.load(script)
+    assert isinstance(engine.plan(request), ErrorPlan)
+
+
+def test_token_chunks_keep_chinese_characters_whole():
+    pieces = split_text("你好，世界 hello", 0, "gpt-4")
+    assert "".join(pieces) == "你好，世界 hello"
+    assert all("\ufffd" not in piece for piece in pieces)
+
+
+def test_generated_text_has_exactly_the_tokens_asked_for():
+    assert count_text(text_of_tokens(500)) == 500
+
+
+def test_embeddings_are_deterministic_and_similar_texts_are_close():
+    def cosine(a, b):
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    assert embed("麻婆豆腐很辣") == embed("麻婆豆腐很辣")
+    assert cosine(embed("spicy tofu dish"), embed("spicy tofu dishes")) > cosine(
+        embed("spicy tofu dish"), embed("quarterly revenue report")
+    )
+
+
+def test_demo_script_answers_in_the_users_language():
+    engine = demo_engine()
+    assert "演示模型" in plan_text(engine, [{"role": "user", "content": "你好"}])["content"]
+    assert "demo model" in plan_text(engine, [{"role": "user", "content": "hello"}])["content"]
+    assert "帮我查一下" in plan_text(engine, [{"role": "user", "content": "帮我查一下订单"}])["content"]
