@@ -178,6 +178,9 @@ LLM_KEY_ENCRYPTION_KEY = env.list("LLM_KEY_ENCRYPTION_KEY", default=[])
 # First delay of the retry backoff in seconds (doubles per retry, with jitter, capped by LLM_RETRY_MAX_DELAY).
 LLM_RETRY_BASE_DELAY = env.float("LLM_RETRY_BASE_DELAY", default=0.5)
 LLM_RETRY_MAX_DELAY = env.float("LLM_RETRY_MAX_DELAY", default=8.0)
+# How long a process may trust its own tally of a tenant's monthly tokens before re-reading the database
+# (0: read it before every call). Only calls that clearly fit skip the read; see llm/quota.py.
+LLM_QUOTA_CACHE_SECONDS = env.float("LLM_QUOTA_CACHE_SECONDS", default=5.0)
 # A real provider for the demo tenants (seed_demo); with neither set they get the offline demo model.
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")

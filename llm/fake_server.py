@@ -13,8 +13,12 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from llm.script import ErrorPlan, ScriptEngine, StreamDropped, embed, load_script
@@ -172,6 +176,32 @@ async def serve(script: dict[str, Any], port: int, host: str = "127.0.0.1") -> N
     print(f"LISTENING {actual_port}", flush=True)
     async with listener:
         await listener.serve_forever()
+
+
+def spawn(script: dict[str, Any], *, timeout: float = 15.0) -> tuple[subprocess.Popen, int]:
+    """Start this server as a subprocess on a free 127.0.0.1 port with `script`; returns the process and port.
+
+    Used by the pytest fixture (tests/fixtures_llm.py) and the benchmark (bench/llm_overhead.py).
+    """
+    handle, name = tempfile.mkstemp(prefix="llm-script-", suffix=".json")
+    with os.fdopen(handle, "w") as file:
+        json.dump(script, file)
+    process = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
+        [sys.executable, "-m", "llm.fake_server", "--script", name, "--port", "0"],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + timeout
+    line = ""
+    while time.monotonic() < deadline:
+        line = process.stdout.readline() if process.stdout else ""
+        if line.startswith("LISTENING"):
+            return process, int(line.split()[1])
+        if process.poll() is not None:
+            break
+    process.kill()
+    raise RuntimeError(f"The fake model server did not start (last output: {line!r}).")
 
 
 def main(argv: list[str] | None = None) -> None:

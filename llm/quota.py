@@ -1,25 +1,74 @@
-"""T5: a tenant's monthly token budget, checked before any request is sent."""
+"""T5: a tenant's monthly token budget, checked before any request is sent.
+
+The database is the truth (the sum of the month's LLMCall rows). So that a call far from the budget costs no
+database round trip before its first token, each process keeps a small ledger: the month's usage read at most
+LLM_QUOTA_CACHE_SECONDS ago plus what this process has used since. The ledger only ever lets a call through
+when it fits with room to spare; a call that might not fit is always checked against the database, so a stale
+ledger can never refuse a call, and can let usage from other processes go unseen for at most those seconds.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from django.conf import settings
 
 from llm import tokens
 from llm.errors import QUOTA_EXCEEDED, LLMError
-from llm.selectors import tokens_used_this_month
+from llm.selectors import month_start, tokens_used_this_month
 from tenants.models import Tenant
+
+
+@dataclass
+class _Entry:
+    used: int
+    loaded_at: float
+
+
+_ledger: dict[tuple, _Entry] = {}
+_lock = threading.Lock()
+
+
+def _key(tenant: Tenant) -> tuple:
+    # created_at tells apart two tenants that had the same id (test databases reuse ids after a rollback).
+    return (tenant.pk, tenant.created_at, month_start().strftime("%Y-%m"))
+
+
+def quota_fits_cached(*, tenant: Tenant, messages: Sequence[Mapping[str, Any]], tools: Any = None) -> bool:
+    """True when the ledger shows the call fits for sure; False means "ask the database" (quota_check)."""
+    ttl = getattr(settings, "LLM_QUOTA_CACHE_SECONDS", 0)
+    if ttl <= 0:
+        return False
+    entry = _ledger.get(_key(tenant))
+    if entry is None or time.monotonic() - entry.loaded_at > ttl:
+        return False
+    return entry.used + tokens.upper_bound_messages(messages, tools) <= tenant.monthly_token_budget
+
+
+def quota_ledger_add(*, tenant: Tenant, tokens: int) -> None:
+    """Count tokens this process just used (its rows may still be on their way to the database)."""
+    if tokens:
+        with _lock:
+            entry = _ledger.get(_key(tenant))
+            if entry is not None:
+                entry.used += tokens
 
 
 def quota_check(*, tenant: Tenant, model: str, messages: Sequence[Mapping[str, Any]], tools: Any = None) -> int:
     """Raise LLMError(quota_exceeded) when the prompt would take the tenant past its monthly budget.
 
-    Returns the tokens used this month. The prompt is counted exactly only near the budget: far from it, a cheap
-    upper bound (bytes) is enough to know the call fits. The completion is not known yet; it may overshoot the
-    budget by at most its own length (bound it with max_tokens).
+    Reads the database (needs the tenant's scope) and refreshes the ledger; returns the tokens used this month.
+    The prompt is counted exactly only near the budget: far from it, a cheap upper bound (bytes) is enough. The
+    completion is not known yet; it may overshoot the budget by at most its own length (bound it with max_tokens).
     """
     budget = tenant.monthly_token_budget
     used = tokens_used_this_month(tenant=tenant)
+    with _lock:
+        _ledger[_key(tenant)] = _Entry(used=used, loaded_at=time.monotonic())
     if used + tokens.upper_bound_messages(messages, tools) <= budget:
         return used
     prompt = tokens.count_messages(messages, model, tools)

@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import tempfile
-import time
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+from llm.fake_server import spawn
 
 DEFAULT_SCRIPT: dict[str, Any] = {
     "defaults": {"delay": 0.001},
@@ -61,31 +57,9 @@ class ScriptedLLM:
         self.set_script(script or DEFAULT_SCRIPT)
 
 
-def start_fake_server(script: dict[str, Any], *, timeout: float = 15.0) -> tuple[subprocess.Popen, int]:
-    """Start `python -m llm.fake_server` on a free 127.0.0.1 port; returns the process and its port."""
-    script_file = Path(tempfile.mkstemp(prefix="llm-script-", suffix=".json")[1])
-    script_file.write_text(json.dumps(script))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llm.fake_server", "--script", str(script_file), "--port", "0"],
-        cwd=BASE_DIR,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + timeout
-    line = ""
-    while time.monotonic() < deadline:
-        line = process.stdout.readline() if process.stdout else ""
-        if line.startswith("LISTENING"):
-            return process, int(line.split()[1])
-        if process.poll() is not None:
-            break
-    process.kill()
-    raise RuntimeError(f"The fake model server did not start (last output: {line!r}).")
-
-
 @pytest.fixture(scope="session")
 def scripted_llm_server():
-    process, port = start_fake_server(DEFAULT_SCRIPT)
+    process, port = spawn(DEFAULT_SCRIPT)
     try:
         yield ScriptedLLM(port)
     finally:

@@ -9,7 +9,16 @@ import pytest
 from channels.db import database_sync_to_async as sync_to_async
 
 from llm import errors
-from llm.client import Finished, TextDelta, ToolCallsReady, ToolCallStarted, complete_chat, embed_texts, stream_chat
+from llm.client import (
+    Finished,
+    TextDelta,
+    ToolCallsReady,
+    ToolCallStarted,
+    complete_chat,
+    embed_texts,
+    flush_records,
+    stream_chat,
+)
 from llm.errors import LLMError
 from llm.models import CallStatus, LLMCall, UsageSource
 from llm.services import provider_ensure_demo
@@ -42,8 +51,13 @@ async def collect(**kwargs):
     return events
 
 
+async def calls_of(tenant):
+    await flush_records()
+    return await _calls_of(tenant)
+
+
 @sync_to_async
-def calls_of(tenant):
+def _calls_of(tenant):
     with tenant_scope(tenant):
         return list(LLMCall.objects.order_by("pk"))
 
@@ -351,3 +365,24 @@ async def test_demo_provider_answers_offline_in_process(tenant):
     calls = await calls_of(tenant)
     assert [c.status for c in calls] == ["ok", "ok", "ok"]
     assert all(c.usage_source == UsageSource.PROVIDER and c.prompt_tokens > 0 for c in calls)
+
+
+async def test_budget_is_enforced_across_consecutive_calls_of_one_process(tenant, provider, scripted_llm):
+    """The in-process ledger lets clearly-fitting calls skip the database, yet the budget still holds."""
+
+    @sync_to_async
+    def small_budget():
+        tenant.monthly_token_budget = 60
+        tenant.save()
+
+    await small_budget()
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "ok ok ok ok ok ok"}})  # 9 prompt + 6 completion tokens
+    outcomes = []
+    for _ in range(6):
+        try:
+            await complete_chat(tenant=tenant, provider=provider, messages=USER)
+            outcomes.append("ok")
+        except LLMError as exc:
+            outcomes.append(exc.code)
+    assert outcomes == ["ok", "ok", "ok", "ok", "quota_exceeded", "quota_exceeded"]  # 4 x 15 = 60 tokens
+    assert len(scripted_llm.requests()) == 4
