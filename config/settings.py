@@ -61,6 +61,8 @@ INSTALLED_APPS = [
     "channels",
     "tenants",
     "llm",
+    "memory",
+    "agents",
 ]
 
 MIDDLEWARE = [

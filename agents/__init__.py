@@ -1,0 +1,1 @@
+"""Agents: their configuration, published versions and (later) the runtime, tools and workflows."""

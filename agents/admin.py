@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from agents.forms import AgentForm
+from agents.models import Agent, AgentVersion
+from agents.services import agent_publish
+from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
+
+
+class AgentVersionInline(TenantOwnedAdminMixin, admin.TabularInline):
+    model = AgentVersion
+    extra = 0
+    can_delete = False
+    fields = ["number", "published_at", "published_by", "snapshot"]
+    readonly_fields = fields
+    ordering = ["-number"]
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(Agent)
+class AgentAdmin(TenantOwnedAdmin):
+    form = AgentForm
+    list_display = ["name", "kind", "model", "active", "updated_at"]
+    list_filter = ["kind", "active"]
+    search_fields = ["name", "description"]
+    inlines = [AgentVersionInline]
+    actions = ["publish"]
+    fieldsets = [
+        (None, {"fields": ["tenant", "name", "description", "kind", "active"]}),
+        (_("Model"), {"fields": ["system_prompt", "provider", "model", "temperature"]}),
+        (
+            _("Token management"),
+            {
+                "fields": [
+                    "overflow_strategy",
+                    "overflow_max_tokens",
+                    "overflow_reserve_ratio",
+                    "overflow_summary_threshold",
+                ]
+            },
+        ),
+    ]
+
+    @admin.action(description=_("Publish the selected agents as a new version"))
+    def publish(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        count = 0
+        for agent in queryset:
+            agent_publish(agent=agent, user=request.user)
+            count += 1
+        self.message_user(
+            request,
+            ngettext("Published %(count)d agent.", "Published %(count)d agents.", count) % {"count": count},
+            messages.SUCCESS,
+        )

@@ -1,0 +1,129 @@
+"""Agents (A1) and their published versions (A2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from memory.overflow import STRATEGY_NONE, OverflowConfig, OverflowConfigError
+from tenants.models import TenantOwned
+
+
+def default_overflow_config() -> dict[str, Any]:
+    return {"strategy": STRATEGY_NONE}
+
+
+class AgentKind(models.TextChoices):
+    CHAT = "chat", _("chat")
+    REACT = "react", _("ReAct tool agent")
+    WORKFLOW = "workflow", _("workflow agent")
+    PLANNER = "planner", _("planner")
+
+
+# The configuration a version freezes; AgentVersion.snapshot holds these keys (plus provider_id).
+SNAPSHOT_FIELDS = ("name", "description", "system_prompt", "model", "temperature", "kind", "token_overflow_config")
+
+
+class Agent(TenantOwned):
+    """An agent's draft configuration; conversations use its latest published version, else this draft."""
+
+    name = models.CharField(_("name"), max_length=120)
+    description = models.TextField(
+        _("description"), blank=True, help_text=_("What the agent is good at; the planner reads it to pick agents.")
+    )
+    system_prompt = models.TextField(_("system prompt"), blank=True)
+    provider = models.ForeignKey(
+        "llm.ModelProvider",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("model provider"),
+        help_text=_("Empty: the tenant's default provider."),
+    )
+    model = models.CharField(
+        _("model"), max_length=200, blank=True, help_text=_("Empty: the provider's default chat model.")
+    )
+    temperature = models.FloatField(
+        _("temperature"), default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
+    )
+    kind = models.CharField(_("kind"), max_length=20, choices=AgentKind.choices, default=AgentKind.CHAT)
+    token_overflow_config = models.JSONField(
+        _("token overflow"),
+        default=default_overflow_config,
+        blank=True,
+        help_text=_("What happens when a conversation outgrows the model's context window."),
+    )
+    active = models.BooleanField(_("active"), default=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("agent")
+        verbose_name_plural = _("agents")
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="agents_agent_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        try:
+            self.token_overflow_config = OverflowConfig.from_dict(self.token_overflow_config).to_dict()
+        except OverflowConfigError as exc:
+            raise ValidationError({"token_overflow_config": exc.message}) from None
+
+    def overflow_config(self) -> OverflowConfig:
+        return OverflowConfig.from_dict(self.token_overflow_config)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole draft configuration as JSON: what a version freezes and a conversation starts from."""
+        data = {name: getattr(self, name) for name in SNAPSHOT_FIELDS}
+        data["provider_id"] = self.provider_id
+        data["token_overflow_config"] = self.overflow_config().to_dict()
+        return data
+
+    def published_version(self) -> AgentVersion | None:
+        """The newest published version, or None while the agent is a draft only."""
+        return self.versions.order_by("-number").first()
+
+
+class AgentVersion(TenantOwned):
+    """A published, frozen configuration of an agent; conversations keep the version they started with."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="versions", verbose_name=_("agent"))
+    number = models.PositiveIntegerField(_("number"))
+    snapshot = models.JSONField(_("configuration"), default=dict)
+    published_at = models.DateTimeField(_("published"), auto_now_add=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("published by"),
+    )
+
+    class Meta:
+        ordering = ["agent", "-number"]
+        verbose_name = _("agent version")
+        verbose_name_plural = _("agent versions")
+        constraints = [models.UniqueConstraint(fields=["agent", "number"], name="agents_version_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.snapshot.get('name', self.agent_id)} v{self.number}"
+
+    @property
+    def token_overflow_config(self) -> dict[str, Any]:
+        return self.snapshot.get("token_overflow_config") or default_overflow_config()
+
+    def overflow_snapshot(self) -> dict[str, Any]:
+        """The fields of a new ConversationContext: the strategy and its configuration, frozen."""
+        config = OverflowConfig.from_dict(self.token_overflow_config)
+        return {"strategy": config.strategy, "strategy_config": config.to_dict()}

@@ -1,0 +1,63 @@
+"""Writes of agents: create, edit the draft, publish a version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Max
+
+from agents.models import Agent, AgentVersion
+from tenants.models import Tenant
+
+EDITABLE_FIELDS = (
+    "name",
+    "description",
+    "system_prompt",
+    "provider",
+    "model",
+    "temperature",
+    "kind",
+    "token_overflow_config",
+    "active",
+)
+
+
+def agent_create(*, tenant: Tenant, name: str, **fields: Any) -> Agent:
+    """Create an agent (a draft); `fields` are any of EDITABLE_FIELDS. Raises ValidationError on bad input."""
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise TypeError(f"agent_create() got unknown fields: {sorted(unknown)}")
+    agent = Agent(tenant=tenant, name=name, **fields)
+    agent.full_clean()
+    agent.save()
+    return agent
+
+
+def agent_update(*, agent: Agent, **fields: Any) -> Agent:
+    """Edit the draft; published versions and the conversations using them are unchanged."""
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise TypeError(f"agent_update() got unknown fields: {sorted(unknown)}")
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    agent.full_clean()
+    agent.save()
+    return agent
+
+
+@transaction.atomic
+def agent_publish(*, agent: Agent, user: AbstractBaseUser | None) -> AgentVersion:
+    """Freeze the draft as the next version (1, 2, ...); new conversations use it."""
+    # Lock the agent row so that two publishes cannot take the same number.
+    Agent.objects.select_for_update().filter(pk=agent.pk).first()
+    agent.full_clean()
+    last = agent.versions.aggregate(last=Max("number"))["last"] or 0
+    return AgentVersion.objects.create(
+        tenant_id=agent.tenant_id,
+        agent=agent,
+        number=last + 1,
+        snapshot=agent.snapshot(),
+        published_by=user if user is not None and user.is_authenticated else None,
+    )

@@ -1,0 +1,285 @@
+"""Writes of conversation memory: start a conversation, store messages, build the context of a turn.
+
+Memory sits below agents: `conversation_start` reads an agent through its `published_version()` and
+`snapshot()` methods and never imports the agents app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import async_to_sync
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from llm import errors
+from llm.client import complete_chat
+from llm.errors import LLMError
+from llm.models import ModelProvider, Purpose
+from llm.selectors import default_provider
+from memory import overflow
+from memory.models import Conversation, ConversationContext, Message, MessageStatus, OverflowMetric, Role
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+
+@dataclass(frozen=True)
+class BuiltContext:
+    """The request of one turn: the OpenAI-format messages (one system message first) and the strategy's window."""
+
+    messages: list[dict[str, Any]]
+    window: overflow.Window
+
+
+def _resolve_model(*, tenant, snapshot: dict[str, Any]) -> tuple[ModelProvider | None, str]:
+    provider = None
+    if snapshot.get("provider_id"):
+        provider = ModelProvider.objects.filter(pk=snapshot["provider_id"]).first()
+    if provider is None:
+        provider = default_provider(tenant=tenant)
+    model = snapshot.get("model") or (provider.default_chat_model if provider is not None else "")
+    return provider, model
+
+
+@transaction.atomic
+def conversation_start(*, agent: Any, user: AbstractBaseUser, title: str = "") -> Conversation:
+    """Start a conversation on the agent's published version (else its draft), freezing its overflow strategy."""
+    version = agent.published_version()
+    snapshot = version.snapshot if version is not None else agent.snapshot()
+    provider, model = _resolve_model(tenant=agent.tenant, snapshot=snapshot)
+    conversation = Conversation.objects.create(
+        tenant_id=agent.tenant_id, agent=agent, version=version, user=user, provider=provider, model=model, title=title
+    )
+    config = overflow.OverflowConfig.from_dict(snapshot.get("token_overflow_config"))
+    ConversationContext.objects.create(
+        tenant_id=agent.tenant_id,
+        conversation=conversation,
+        strategy=config.strategy,
+        strategy_config=config.to_dict(),
+    )
+    return conversation
+
+
+def message_add(
+    *,
+    conversation: Conversation,
+    role: str,
+    content: str,
+    tool_calls: list[dict] | None = None,
+    tool_call_id: str | None = None,
+    client_id: str | None = None,
+    status: str = MessageStatus.COMPLETE,
+    error_code: str = "",
+    usage: dict[str, Any] | None = None,
+    active: bool = True,
+) -> Message:
+    """Store a message and make it active; a message whose client_id was already stored is returned as it was."""
+    if client_id:
+        existing = Message.objects.filter(conversation=conversation, client_id=client_id).first()
+        if existing is not None:
+            return existing
+    tokens = overflow.message_tokens(role, content, tool_calls, tool_call_id, conversation.model or "gpt-4")
+    try:
+        with transaction.atomic():
+            message = Message.objects.create(
+                tenant_id=conversation.tenant_id,
+                conversation=conversation,
+                role=role,
+                content=content or "",
+                tool_calls=tool_calls or None,
+                tool_call_id=tool_call_id or "",
+                token_count=tokens,
+                client_id=client_id or None,
+                status=status,
+                error_code=error_code,
+                usage=usage,
+            )
+            if active:
+                context = ConversationContext.objects.select_for_update().get(conversation=conversation)
+                context.active_messages = [*context.active_messages, message.pk]
+                context.save(update_fields=["active_messages", "updated_at"])
+            Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
+    except IntegrityError:
+        # The same client_id arrived twice at once: the other request stored it.
+        if client_id:
+            existing = Message.objects.filter(conversation=conversation, client_id=client_id).first()
+            if existing is not None:
+                return existing
+        raise
+    return message
+
+
+def assistant_message_finish(
+    *,
+    conversation: Conversation,
+    content: str,
+    tool_calls: list[dict] | None = None,
+    usage: dict[str, Any] | None = None,
+    error_code: str = "",
+) -> Message:
+    """Store the assistant's reply: complete, partial (an error after some text) or error (nothing arrived).
+
+    A partial reply stays in the context (the user saw it); an empty failed one does not.
+    """
+    if not error_code:
+        status = MessageStatus.COMPLETE
+    elif content or tool_calls:
+        status = MessageStatus.PARTIAL
+    else:
+        status = MessageStatus.ERROR
+    # A partial reply's tool calls were never run: only its text is kept.
+    if status != MessageStatus.COMPLETE:
+        tool_calls = None
+    return message_add(
+        conversation=conversation,
+        role=Role.ASSISTANT,
+        content=content,
+        tool_calls=tool_calls,
+        status=status,
+        error_code=error_code,
+        usage=usage,
+        active=status != MessageStatus.ERROR,
+    )
+
+
+def overflow_metric_add(
+    *, tenant_id: int, agent_id: int, triggers: int = 0, summaries_made: int = 0, summaries_failed: int = 0,
+    tokens_saved: int = 0,
+) -> None:  # fmt: skip
+    """Add to today's counters of an agent (F() updates, so concurrent turns do not lose counts)."""
+    day = timezone.localdate()
+    counts = {
+        "triggers": triggers,
+        "summaries_made": summaries_made,
+        "summaries_failed": summaries_failed,
+        "tokens_saved": tokens_saved,
+    }
+    today = OverflowMetric.objects.filter(tenant_id=tenant_id, agent_id=agent_id, day=day)
+    # One UPDATE on the common path; the day's first event creates the row.
+    if today.update(**{name: F(name) + value for name, value in counts.items()}):
+        return
+    try:
+        with transaction.atomic():
+            OverflowMetric.objects.create(tenant_id=tenant_id, agent_id=agent_id, day=day, **counts)
+    except IntegrityError:  # another process created it first
+        today.update(**{name: F(name) + value for name, value in counts.items()})
+
+
+def _active_stored(ids: Sequence[int], conversation: Conversation) -> list[overflow.StoredMessage]:
+    rows = Message.objects.filter(conversation=conversation, pk__in=list(ids)).only(
+        "id", "role", "content", "tool_calls", "tool_call_id", "token_count"
+    )
+    by_id = {row.pk: row for row in rows}
+    return [by_id[pk].stored() for pk in ids if pk in by_id]
+
+
+def context_build(
+    *, conversation: Conversation, system_prompt: str, model: str | None = None, recalled: Sequence[str] = ()
+) -> BuiltContext:
+    """The messages to send this turn: the conversation's strategy applied to its active messages.
+
+    Drops what the strategy dropped, records the metrics when it acted, and queues the summary task on commit
+    when messages are marked for summary and no summary is already pending.
+    """
+    # Imported here: tasks imports this module.
+    from memory.tasks import summarize_conversation
+
+    model = model or conversation.model or "gpt-4"
+    with transaction.atomic():
+        context = ConversationContext.objects.select_for_update().get(conversation=conversation)
+        config = overflow.OverflowConfig.from_dict(context.strategy_config)
+        messages = _active_stored(context.active_messages, conversation)
+        fixed = overflow.fixed_tokens(
+            system_prompt=system_prompt, summary=context.summary, recalled=recalled, model=model
+        )
+        window = overflow.select(messages, config, fixed_tokens=fixed)
+        changed = []
+        present = {message.id for message in messages}
+        dropped = set(window.dropped_ids)
+        active = [pk for pk in context.active_messages if pk in present and pk not in dropped]
+        if active != context.active_messages:
+            context.active_messages = active
+            changed.append("active_messages")
+        summarize_ids = list(window.summarize_ids)
+        if summarize_ids and not context.summary_pending:
+            context.summary_pending = True
+            changed.append("summary_pending")
+            tenant_id, conversation_id = conversation.tenant_id, conversation.pk
+            transaction.on_commit(lambda: summarize_conversation.delay(tenant_id, conversation_id, summarize_ids))
+        if changed:
+            context.save(update_fields=[*changed, "updated_at"])
+        if window.triggered:
+            overflow_metric_add(
+                tenant_id=conversation.tenant_id,
+                agent_id=conversation.agent_id,
+                triggers=1,
+                tokens_saved=window.tokens_saved,
+            )
+    request = overflow.build_model_messages(
+        system_prompt=system_prompt, summary=context.summary, window=window, recalled=recalled
+    )
+    return BuiltContext(messages=request, window=window)
+
+
+def _summary_model(conversation: Conversation) -> tuple[ModelProvider, str]:
+    provider = conversation.provider or default_provider(tenant=conversation.tenant)
+    if provider is None:
+        raise LLMError(
+            errors.PROVIDER_UNREACHABLE,
+            "This tenant has no model provider to write summaries: add one in Models > Model providers.",
+        )
+    return provider, conversation.model or provider.default_chat_model
+
+
+def conversation_summarize(*, conversation: Conversation, message_ids: Sequence[int]) -> bool:
+    """Merge the still-active `message_ids` into the summary and take them out of the context (seed 4, 5.1).
+
+    Returns False when there was nothing left to do (a duplicate task). Raises LLMError when the model fails;
+    the model is called outside any lock or transaction.
+    """
+    context = ConversationContext.objects.get(conversation=conversation)
+    wanted = [pk for pk in message_ids if pk in set(context.active_messages)]
+    if not wanted:
+        return False
+    previous = context.summary
+    messages = _active_stored(wanted, conversation)
+    provider, model = _summary_model(conversation)
+    result = async_to_sync(complete_chat)(
+        tenant=conversation.tenant,
+        provider=provider,
+        model=model,
+        messages=overflow.summary_prompt(previous_summary=previous, messages=messages),
+        purpose=Purpose.SUMMARY,
+        agent_id=conversation.agent_id,
+        conversation_id=conversation.pk,
+        temperature=0.2,
+    )
+    text = result.text.strip()
+    if not text:
+        raise LLMError(errors.PROVIDER_ERROR, detail="the model answered the summary request with no text")
+    with transaction.atomic():
+        context = ConversationContext.objects.select_for_update().get(pk=context.pk)
+        still = set(context.active_messages)
+        if context.summary != previous or not all(pk in still for pk in wanted):
+            return False  # another task summarised meanwhile; its summary stands
+        done = set(wanted)
+        context.summary = text
+        context.active_messages = [pk for pk in context.active_messages if pk not in done]
+        context.summarized_through = max(wanted)
+        context.summary_pending = False
+        context.save(
+            update_fields=["summary", "active_messages", "summarized_through", "summary_pending", "updated_at"]
+        )
+        overflow_metric_add(tenant_id=conversation.tenant_id, agent_id=conversation.agent_id, summaries_made=1)
+    return True
+
+
+def conversation_summary_failed(*, conversation: Conversation) -> None:
+    """The summary could not be written: count it and let the next turn queue another (the window still applies)."""
+    with transaction.atomic():
+        ConversationContext.objects.filter(conversation=conversation).update(summary_pending=False)
+        overflow_metric_add(tenant_id=conversation.tenant_id, agent_id=conversation.agent_id, summaries_failed=1)

@@ -1,0 +1,48 @@
+"""Background work of conversation memory: writing summaries (seed 4, 5.1)."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from llm.errors import LLMError
+from memory.models import Conversation
+from memory.services import conversation_summarize, conversation_summary_failed
+from tenants.models import Tenant
+from tenants.scope import tenant_scope
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    bind=True,
+    autoretry_for=(LLMError,),
+    retry_backoff=5,
+    retry_backoff_max=120,
+    retry_jitter=True,
+    max_retries=3,
+)
+def summarize_conversation(self, tenant_id: int, conversation_id: int, message_ids: list[int]) -> str:
+    """Summarise `message_ids` of a conversation; after the last retry, count the failure and clear the flag."""
+    tenant = Tenant.objects.filter(pk=tenant_id).first()
+    if tenant is None:
+        return "gone"
+    with tenant_scope(tenant):
+        conversation = Conversation.objects.select_related("tenant", "provider").filter(pk=conversation_id).first()
+        if conversation is None:
+            return "gone"
+        try:
+            done = conversation_summarize(conversation=conversation, message_ids=message_ids)
+        except LLMError as exc:
+            if exc.retryable and self.request.retries < self.max_retries:
+                if self.request.is_eager:
+                    # Eager mode (the embedded default, tests) cannot schedule a retry, and with eager propagation
+                    # celery would raise Retry into the chat turn that queued this: try again now instead.
+                    retry = self.apply(args=(tenant_id, conversation_id, message_ids), retries=self.request.retries + 1)
+                    return retry.result
+                raise  # autoretry_for schedules the next attempt, with backoff
+            logger.warning("summary of conversation %s failed for good: %s", conversation_id, exc)
+            conversation_summary_failed(conversation=conversation)
+            return "failed"
+    return "summarized" if done else "nothing to do"

@@ -1,0 +1,113 @@
+"""Conversations and messages: token counts stored once, idempotent resends, one system message, the window."""
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from llm.tokens import count_messages
+from memory import overflow
+from memory.models import Conversation, ConversationContext, Message, MessageStatus
+from memory.selectors import overflow_metrics_for_agent
+from memory.services import assistant_message_finish, context_build, conversation_start, message_add
+from tenants.scope import TenantScopeError, no_scope, tenant_scope
+
+pytestmark = pytest.mark.django_db
+
+PROMPT = "You advise on solar panels."
+
+
+def _chat(conversation, turns):
+    for number in range(turns):
+        message_add(conversation=conversation, role="user", content=f"question {number} " + "words " * 20)
+        message_add(conversation=conversation, role="assistant", content=f"answer {number} " + "words " * 20)
+
+
+def test_token_count_is_computed_once_on_creation(make_agent, member, in_tenant):
+    conversation = conversation_start(agent=make_agent(), user=member)
+    calls = [{"id": "call_1", "type": "function", "function": {"name": "kb_query", "arguments": '{"q": "x"}'}}]
+    message = message_add(conversation=conversation, role="assistant", content="", tool_calls=calls)
+    assert message.token_count == overflow.message_tokens("assistant", "", calls, None, "gpt-4") > 0
+
+    # The stored count is what the window uses: nothing recounts it.
+    user = message_add(conversation=conversation, role="user", content="hi")
+    Message.objects.filter(pk=user.pk).update(token_count=777)
+    built = context_build(conversation=conversation, system_prompt=PROMPT)
+    assert built.window.messages[-1].token_count == 777
+
+
+def test_a_resent_user_message_is_stored_once(make_agent, member, in_tenant):
+    conversation = conversation_start(agent=make_agent(), user=member)
+    first = message_add(conversation=conversation, role="user", content="hello", client_id="c-1")
+    again = message_add(conversation=conversation, role="user", content="hello", client_id="c-1")
+    assert again.pk == first.pk
+    assert Message.objects.filter(conversation=conversation).count() == 1
+    assert ConversationContext.objects.get(conversation=conversation).active_messages == [first.pk]
+    # Another conversation may use the same client id; the database refuses a duplicate in one conversation.
+    other = conversation_start(agent=conversation.agent, user=member)
+    assert message_add(conversation=other, role="user", content="hello", client_id="c-1").pk != first.pk
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Message.objects.create(conversation=conversation, role="user", content="x", client_id="c-1")
+
+
+def test_context_build_sends_one_system_message(make_agent, member, in_tenant):
+    conversation = conversation_start(agent=make_agent(), user=member)
+    message_add(conversation=conversation, role="system", content="Runtime note: the user is in Hangzhou.")
+    _chat(conversation, 2)
+    message_add(conversation=conversation, role="user", content="and now?")
+    built = context_build(conversation=conversation, system_prompt=PROMPT)
+    roles = [message["role"] for message in built.messages]
+    assert roles.count("system") == 1 and roles[0] == "system"
+    assert "Hangzhou" in built.messages[0]["content"] and PROMPT in built.messages[0]["content"]
+    assert built.messages[-1] == {"role": "user", "content": "and now?"}
+
+
+def test_sliding_window_respects_the_budget_and_drops_old_messages(
+    make_agent, member, in_tenant, django_assert_max_num_queries
+):
+    agent = make_agent(strategy="sliding_window", max_tokens=400, reserve_ratio=0.1)
+    conversation = conversation_start(agent=agent, user=member)
+    _chat(conversation, 12)
+    message_add(conversation=conversation, role="user", content="the newest question")
+
+    with django_assert_max_num_queries(9):  # the day's first metric creates its row
+        built = context_build(conversation=conversation, system_prompt=PROMPT)
+    window = built.window
+    assert window.triggered and window.dropped_ids and not window.over_budget
+    assert window.tokens_sent <= 360
+    assert count_messages(built.messages, "gpt-4") == window.tokens_sent
+    context = ConversationContext.objects.get(conversation=conversation)
+    assert context.active_messages == [message.id for message in window.messages]
+    metrics = overflow_metrics_for_agent(agent_id=agent.pk)
+    assert metrics["triggers"] == 1 and metrics["tokens_saved"] == window.tokens_saved > 0
+
+    # The query count does not grow with the conversation.
+    _chat(conversation, 20)
+    with django_assert_max_num_queries(6):
+        context_build(conversation=conversation, system_prompt=PROMPT)
+
+
+def test_assistant_replies_are_stored_complete_partial_or_failed(make_agent, member, in_tenant):
+    conversation = conversation_start(agent=make_agent(), user=member)
+    message_add(conversation=conversation, role="user", content="hi")
+    done = assistant_message_finish(conversation=conversation, content="Hello!", usage={"total_tokens": 9})
+    partial = assistant_message_finish(conversation=conversation, content="Hel", error_code="stream_dropped")
+    failed = assistant_message_finish(conversation=conversation, content="", error_code="provider_timeout")
+    assert [done.status, partial.status, failed.status] == [
+        MessageStatus.COMPLETE, MessageStatus.PARTIAL, MessageStatus.ERROR,
+    ]  # fmt: skip
+    assert (partial.error_code, failed.error_code) == ("stream_dropped", "provider_timeout")
+    active = ConversationContext.objects.get(conversation=conversation).active_messages
+    assert done.pk in active and partial.pk in active and failed.pk not in active
+
+
+def test_conversations_are_scoped_to_their_tenant(make_agent, member, tenant, other_tenant):
+    with tenant_scope(tenant):
+        conversation = conversation_start(agent=make_agent(), user=member)
+        message_add(conversation=conversation, role="user", content="secret")
+    with tenant_scope(other_tenant):
+        assert not Conversation.objects.filter(pk=conversation.pk).exists()
+        assert not Message.objects.filter(conversation_id=conversation.pk).exists()
+        assert overflow_metrics_for_agent(agent_id=conversation.agent_id)["triggers"] == 0
+        with pytest.raises(TenantScopeError):
+            message_add(conversation=conversation, role="user", content="planted")
+    with no_scope(), pytest.raises(TenantScopeError):
+        list(Conversation.objects.all())
