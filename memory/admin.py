@@ -40,7 +40,15 @@ class MessageInline(ReadOnlyMixin, TenantOwnedAdminMixin, admin.TabularInline):
 class ConversationContextInline(ReadOnlyMixin, TenantOwnedAdminMixin, admin.StackedInline):
     model = ConversationContext
     can_delete = False
-    fields = ["strategy", "strategy_config", "summary", "active_messages", "summarized_through", "summary_pending"]
+    fields = [
+        "strategy",
+        "strategy_config",
+        "summary",
+        "active_messages",
+        "summarized_through",
+        "summary_pending",
+        "summary_queued_at",
+    ]
     readonly_fields = fields
 
 

@@ -137,6 +137,7 @@ class ConversationContext(TenantOwned):
     active_messages = models.JSONField(_("active messages"), default=list)
     summarized_through = models.BigIntegerField(_("summarised through message"), null=True, blank=True)
     summary_pending = models.BooleanField(_("summary pending"), default=False)
+    summary_queued_at = models.DateTimeField(_("summary queued"), null=True, blank=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 
     class Meta:

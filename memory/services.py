@@ -6,6 +6,7 @@ Memory sits below agents: `conversation_start` reads an agent through its `publi
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from asgiref.sync import async_to_sync
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from llm import errors
 from llm.client import complete_chat
@@ -25,6 +27,11 @@ from memory.models import Conversation, ConversationContext, Message, MessageSta
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
+
+
+# A summary still pending after this long is taken as lost (a worker died, the broker dropped it): queue another.
+# Longer than the task's retries with their backoff take.
+SUMMARY_PENDING_TIMEOUT = dt.timedelta(minutes=15)
 
 
 @dataclass(frozen=True)
@@ -205,9 +212,13 @@ def context_build(
             context.active_messages = active
             changed.append("active_messages")
         summarize_ids = list(window.summarize_ids)
-        if summarize_ids and not context.summary_pending:
+        stale = (
+            context.summary_queued_at is None or context.summary_queued_at < timezone.now() - SUMMARY_PENDING_TIMEOUT
+        )
+        if summarize_ids and (not context.summary_pending or stale):
             context.summary_pending = True
-            changed.append("summary_pending")
+            context.summary_queued_at = timezone.now()
+            changed += ["summary_pending", "summary_queued_at"]
             tenant_id, conversation_id = conversation.tenant_id, conversation.pk
             transaction.on_commit(lambda: summarize_conversation.delay(tenant_id, conversation_id, summarize_ids))
         if changed:
@@ -229,8 +240,8 @@ def _summary_model(conversation: Conversation) -> tuple[ModelProvider, str]:
     provider = conversation.provider or default_provider(tenant=conversation.tenant)
     if provider is None:
         raise LLMError(
-            errors.PROVIDER_UNREACHABLE,
-            "This tenant has no model provider to write summaries: add one in Models > Model providers.",
+            errors.BAD_REQUEST,
+            gettext("This tenant has no model provider to write summaries: add one in Models > Model providers."),
         )
     return provider, conversation.model or provider.default_chat_model
 

@@ -1,6 +1,9 @@
 """The summarize strategy end to end: the task calls the scripted model, merges the summary, counts metrics."""
 
+import datetime as dt
+
 import pytest
+from django.utils import timezone
 
 from llm.models import CallStatus, LLMCall
 from memory.models import ConversationContext
@@ -94,3 +97,19 @@ def test_a_failing_model_counts_a_failed_summary_and_the_window_still_fits(
     assert built.messages[-1] == {"role": "user", "content": "still there?"}
     context.refresh_from_db()
     assert context.summary == "Earlier: greetings and questions."
+
+
+def test_a_summary_pending_for_too_long_is_queued_again(
+    make_agent, member, in_tenant, scripted_provider, scripted_llm, django_capture_on_commit_callbacks
+):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Recovered summary."}})
+    conversation = conversation_start(agent=make_agent(**SUMMARIZE), user=member)
+    ids = _messages(conversation, 25)
+    lost = timezone.now() - dt.timedelta(hours=1)  # a task the broker lost
+    ConversationContext.objects.filter(conversation=conversation).update(summary_pending=True, summary_queued_at=lost)
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        context_build(conversation=conversation, system_prompt=PROMPT)
+    assert len(callbacks) == 1
+    context = ConversationContext.objects.get(conversation=conversation)
+    assert (context.summary, context.active_messages, context.summary_pending) == ("Recovered summary.", ids[5:], False)
