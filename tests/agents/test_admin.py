@@ -99,3 +99,8 @@ def test_platform_superuser_sees_every_tenants_agents(login, superuser, tenant, 
         agent_publish(agent=agents["mine"], user=superuser)
     listing = client.get(reverse("admin:agents_agent_changelist")).content.decode()
     assert "Solar advisor" in listing and "Noodle chef" in listing
+    theirs = agents["theirs"]
+    client.post(reverse("admin:agents_agent_changelist"), {"action": "publish", "_selected_action": [theirs.pk]})
+    with tenant_scope(theirs.tenant):
+        version = theirs.published_version()
+    assert (version.number, version.tenant_id, version.published_by) == (1, theirs.tenant_id, superuser)

@@ -49,3 +49,15 @@ def test_tenant_admin_is_refused_another_tenants_conversation(login, tenant_admi
         assert response.redirect_chain
         body = response.content.decode()
         assert "Noodle chat" not in body and "Secret noodle" not in body
+
+
+def test_platform_superuser_opens_every_memory_page(login, superuser, tenant, conversations):
+    client = login(superuser, tenant)
+    theirs = conversations["theirs"]
+    listing = client.get(reverse("admin:memory_conversation_changelist")).content.decode()
+    assert "Solar chat" in listing and "Noodle chat" in listing
+    page = client.get(reverse("admin:memory_conversation_change", args=[theirs.pk]))
+    assert page.status_code == 200 and "Secret noodle recipe" in page.content.decode()
+    for name in ("memory_message_changelist", "memory_overflowmetric_changelist", "agents_agent_changelist"):
+        assert client.get(reverse(f"admin:{name}")).status_code == 200
+    assert client.get(reverse("admin:agents_agent_change", args=[theirs.agent_id])).status_code == 200
