@@ -29,7 +29,9 @@ class CurrentTenantId(Expression):
     def resolve_expression(self, query=None, allow_joins=True, reuse=None, summarize=False, for_save=False):
         clone = self.copy()
         clone.is_summary = summarize
-        if query is not None:
+        # Resolve against the model's own query once. A queryset used as a subquery is resolved again against
+        # the outer query; the column must stay the inner table's (aliases are relabelled by Django).
+        if clone.column is None and query is not None:
             clone.column = models.F("tenant_id").resolve_expression(query, allow_joins, reuse, summarize, for_save)
         return clone
 

@@ -109,3 +109,19 @@ def test_reverse_relations_are_scoped(projects, tenant):
         assert [t.title for t in mine.tasks.all()] == ["my task"]
     with no_scope(), pytest.raises(TenantScopeError):
         list(mine.tasks.all())
+
+
+def test_scoped_queryset_as_a_correlated_subquery(projects, tenant, other_tenant):
+    from django.db.models import Count, IntegerField, OuterRef, Subquery
+
+    from tenants.models import Tenant
+
+    per_tenant = Project.objects.filter(tenant=OuterRef("pk")).values("tenant").annotate(n=Count("pk")).values("n")
+    annotated = Tenant.objects.annotate(projects=Subquery(per_tenant, output_field=IntegerField())).order_by("slug")
+    with all_tenants(reason="test: per-tenant counts"):
+        assert {t.slug: t.projects for t in annotated.all()} == {"energy": 1, "restaurant": 1}
+    with tenant_scope(tenant):
+        # Inside a tenant scope the subquery still sees only that tenant's rows.
+        assert {t.slug: t.projects for t in annotated.all()} == {"energy": 1, "restaurant": None}
+    with no_scope(), pytest.raises(TenantScopeError):
+        list(annotated.all())
