@@ -18,10 +18,8 @@ CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 720, 220, 44
 
 def tokens_this_month_subquery() -> Coalesce:
     """An annotation for a Tenant queryset: each tenant's tokens this month (one query for a whole changelist)."""
-    # The base manager, because the scoped manager's tenant expression cannot yet be re-resolved inside a
-    # subquery (reported to tenants/); the OuterRef ties each row to its own tenant, so nothing crosses tenants.
     calls = (
-        LLMCall._base_manager.filter(tenant=OuterRef("pk"), created_at__gte=month_start())
+        LLMCall.objects.filter(tenant=OuterRef("pk"), created_at__gte=month_start())
         .order_by()
         .values("tenant")
         .annotate(total=Sum("total_tokens"))

@@ -109,3 +109,9 @@ def login(client):
         return client
 
     return _login
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    # Playwright's sync API keeps an event loop running in the main thread while the browser lives; running the
+    # browser tests last keeps it away from the asyncio tests.
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
