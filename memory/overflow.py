@@ -55,7 +55,7 @@ MODEL_PRESETS: list[tuple[str, str, int]] = [
 ]
 
 DEFAULT_RESERVE_RATIO = 0.1
-MAX_RESERVE_RATIO = 0.9
+MAX_RESERVE_RATIO = 0.5  # seed 4 / issue 4: at most half the window is kept for the reply
 DEFAULT_SUMMARY_THRESHOLD = 20
 MIN_SUMMARY_THRESHOLD = 2
 

@@ -425,6 +425,7 @@ def test_config_defaults_and_round_trip():
         ({"strategy": "none", "max_tokens": -5}, "max_tokens"),
         ({"strategy": "sliding_window", "max_tokens": 1, "reserve_ratio": 0.5}, "max_tokens"),
         ({"strategy": "sliding_window", "max_tokens": 8000, "reserve_ratio": 0.95}, "reserve_ratio"),
+        ({"strategy": "sliding_window", "max_tokens": 8000, "reserve_ratio": 0.6}, "reserve_ratio"),
         ({"strategy": "sliding_window", "max_tokens": 8000, "reserve_ratio": -0.1}, "reserve_ratio"),
         ({"strategy": "sliding_window", "max_tokens": 8000, "reserve_ratio": "0.1"}, "reserve_ratio"),
         ({"strategy": "summarize", "max_tokens": 8000, "summary_threshold": 1}, "summary_threshold"),
@@ -442,7 +443,7 @@ def test_config_errors_name_the_field(data, field):
 
 
 def test_config_accepts_the_edges():
-    assert OverflowConfig.from_dict({"strategy": "sliding_window", "max_tokens": 10, "reserve_ratio": 0.9}).budget == 1
+    assert OverflowConfig.from_dict({"strategy": "sliding_window", "max_tokens": 3, "reserve_ratio": 0.5}).budget == 1
     assert OverflowConfig.from_dict({"strategy": "summarize", "max_tokens": 4096, "summary_threshold": 2})
     assert OverflowConfig.from_dict({"strategy": "none", "max_tokens": 4096, "reserve_ratio": 0}).budget == 4096
 
