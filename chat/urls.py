@@ -1,0 +1,11 @@
+from django.urls import path
+
+from chat import views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.conversation_list, name="list"),
+    path("new/", views.conversation_start, name="start"),
+    path("<int:conversation_id>/", views.conversation_detail, name="conversation"),
+]

@@ -1,0 +1,261 @@
+"""The chat page: conversation list, starting a conversation, history with markers; tenant and member isolation."""
+
+import pytest
+from django.urls import reverse
+
+from agents.services import agent_create, agent_publish
+from memory.models import Conversation, ConversationContext, MessageStatus
+from memory.services import assistant_message_finish, conversation_start, message_add
+from tenants.scope import tenant_scope
+from tests.factories import MembershipFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _english(client):
+    """Assertions read the English source strings, whatever the zh-hans catalogue says."""
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "en"
+
+
+def _agent(tenant, name="Solar advisor", strategy=None, **fields):
+    with tenant_scope(tenant):
+        agent = agent_create(
+            tenant=tenant,
+            name=name,
+            system_prompt="You advise on solar panels.",
+            model="gpt-4",
+            token_overflow_config=strategy or {"strategy": "none"},
+            **fields,
+        )
+        agent_publish(agent=agent, user=None)
+    return agent
+
+
+def _conversation(tenant, user, agent, title=""):
+    with tenant_scope(tenant):
+        return conversation_start(agent=agent, user=user, title=title)
+
+
+def test_home_shows_the_chat_card(login, member, tenant):
+    response = login(member, tenant).get(reverse("home"))
+    assert 'data-card="chat"' in response.content.decode()
+    assert reverse("chat:list") in response.content.decode()
+
+
+def test_list_shows_only_the_users_conversations_of_the_active_tenant(
+    login, member, tenant, tenant_admin, other_tenant
+):
+    agent = _agent(tenant)
+    mine = _conversation(tenant, member, agent, title="Panels for the roof")
+    _conversation(tenant, tenant_admin, agent, title="The admin's own question")
+    # The same user in another tenant: that conversation belongs to the other tenant's list.
+    MembershipFactory(tenant=other_tenant, user=member)
+    elsewhere = _conversation(other_tenant, member, _agent(other_tenant, name="Menu helper"), title="Dumplings")
+
+    page = login(member, tenant).get(reverse("chat:list")).content.decode()
+    assert "Panels for the roof" in page
+    assert reverse("chat:conversation", args=[mine.pk]) in page
+    assert "The admin's own question" not in page
+    assert "Dumplings" not in page and reverse("chat:conversation", args=[elsewhere.pk]) not in page
+    # The picker offers the tenant's active agents only.
+    assert "Solar advisor" in page and "Menu helper" not in page
+
+
+def test_list_is_newest_first(login, member, tenant):
+    agent = _agent(tenant)
+    older = _conversation(tenant, member, agent, title="older one")
+    newer = _conversation(tenant, member, agent, title="newer one")
+    with tenant_scope(tenant):
+        message_add(conversation=older, role="user", content="bump")  # touched last: first in the list
+    page = login(member, tenant).get(reverse("chat:list")).content.decode()
+    assert page.index("older one") < page.index("newer one")
+    assert newer.pk
+
+
+def test_empty_state_without_agents_tells_an_admin_to_create_one(login, member, tenant_admin, tenant):
+    page = login(member, tenant).get(reverse("chat:list")).content.decode()
+    assert 'id="no-agents"' in page
+    assert "A tenant admin must create and publish one first." in page
+
+
+def test_empty_state_with_agents_says_what_to_do(login, member, tenant):
+    _agent(tenant)
+    page = login(member, tenant).get(reverse("chat:list")).content.decode()
+    assert 'id="no-conversations"' in page and "press Start" in page
+
+
+def test_start_a_conversation_with_an_agent(login, member, tenant):
+    agent = _agent(tenant, strategy={"strategy": "sliding_window", "max_tokens": 4096})
+    response = login(member, tenant).post(reverse("chat:start"), {"agent": agent.pk})
+    with tenant_scope(tenant):
+        conversation = Conversation.objects.get(user=member)
+        assert conversation.agent_id == agent.pk and conversation.version is not None
+        assert conversation.context.strategy == "sliding_window"
+    assert response.status_code == 302
+    assert response.url == reverse("chat:conversation", args=[conversation.pk])
+
+
+def test_starting_with_another_tenants_agent_is_refused(login, member, tenant, other_tenant):
+    foreign = _agent(other_tenant, name="Menu helper")
+    client = login(member, tenant)
+    assert client.post(reverse("chat:start"), {"agent": foreign.pk}).status_code == 404
+    assert client.post(reverse("chat:start"), {"agent": "not a number"}).status_code == 404
+    inactive = _agent(tenant, name="Retired", active=False)
+    assert client.post(reverse("chat:start"), {"agent": inactive.pk}).status_code == 404
+    with tenant_scope(other_tenant):
+        assert not Conversation.objects.exists()
+    with tenant_scope(tenant):
+        assert not Conversation.objects.exists()
+
+
+def test_start_needs_a_post(login, member, tenant):
+    assert login(member, tenant).get(reverse("chat:start")).status_code == 405
+
+
+def test_pages_need_a_login(client, tenant):
+    response = client.get(reverse("chat:list"))
+    assert response.status_code == 302 and reverse("login") in response.url
+
+
+def test_another_tenants_conversation_is_404(login, member, tenant, other_tenant, other_tenant_admin):
+    theirs = _conversation(other_tenant, other_tenant_admin, _agent(other_tenant, name="Menu helper"))
+    assert login(member, tenant).get(reverse("chat:conversation", args=[theirs.pk])).status_code == 404
+
+
+def test_a_tenant_admin_cannot_open_another_tenants_conversation(login, tenant_admin, tenant, other_tenant):
+    stranger = UserFactory(username="stranger")
+    MembershipFactory(tenant=other_tenant, user=stranger)
+    theirs = _conversation(other_tenant, stranger, _agent(other_tenant, name="Menu helper"))
+    assert login(tenant_admin, tenant).get(reverse("chat:conversation", args=[theirs.pk])).status_code == 404
+
+
+def test_another_members_conversation_is_404_but_an_admin_may_open_it(login, member, tenant, tenant_admin):
+    colleague = UserFactory(username="colleague")
+    MembershipFactory(tenant=tenant, user=colleague)
+    theirs = _conversation(tenant, colleague, _agent(tenant), title="Colleague's question")
+    assert login(member, tenant).get(reverse("chat:conversation", args=[theirs.pk])).status_code == 404
+
+    response = login(tenant_admin, tenant).get(reverse("chat:conversation", args=[theirs.pk]))
+    page = response.content.decode()
+    assert response.status_code == 200 and "Colleague&#x27;s question" in page
+    # The admin reads it; only its owner writes in it.
+    assert 'id="chat-form"' not in page and "read only" in page
+
+
+def test_history_renders_markdown_and_neutralises_script(login, member, tenant):
+    conversation = _conversation(tenant, member, _agent(tenant))
+    with tenant_scope(tenant):
+        message_add(conversation=conversation, role="user", content="<script>alert('user')</script> hi **there**")
+        assistant_message_finish(
+            conversation=conversation,
+            content="**Bold** answer\n\n<script>alert('model')</script>\n\n| kW | yuan |\n|---|---|\n| 5 | 30000 |",
+            usage={"prompt_tokens": 120, "completion_tokens": 34},
+        )
+    page = login(member, tenant).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert "<strong>Bold</strong> answer" in page
+    assert "<td>30000</td>" in page
+    assert "alert('model')" not in page and "alert(&#x27;model&#x27;)" not in page
+    # The user's text is shown as text, not markup.
+    assert "&lt;script&gt;alert(&#x27;user&#x27;)&lt;/script&gt; hi **there**" in page
+    assert "<script>alert" not in page
+    assert "Tokens: 120 prompt + 34 completion" in page
+    assert 'id="chat-form"' in page and 'id="chat-config"' in page and 'id="chat-labels"' in page
+    assert f"/ws/chat/{conversation.pk}/" in page
+
+
+def test_partial_and_failed_replies_are_marked(login, member, tenant):
+    conversation = _conversation(tenant, member, _agent(tenant))
+    with tenant_scope(tenant):
+        message_add(conversation=conversation, role="user", content="first")
+        partial = assistant_message_finish(
+            conversation=conversation, content="Half an ans", error_code="stream_dropped"
+        )
+        message_add(conversation=conversation, role="user", content="second")
+        failed = assistant_message_finish(conversation=conversation, content="", error_code="provider_timeout")
+    assert partial.status == MessageStatus.PARTIAL and failed.status == MessageStatus.ERROR
+    page = login(member, tenant).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert 'data-status="partial"' in page and "This reply is incomplete." in page
+    assert "cut off mid-way" in page
+    assert 'data-status="error"' in page and "This reply failed." in page and "did not answer in time" in page
+    # A failed reply is not an "earlier message the strategy took out".
+    assert 'id="earlier-marker"' not in page
+
+
+def test_tool_calls_show_as_progress_lines(login, member, tenant):
+    conversation = _conversation(tenant, member, _agent(tenant))
+    calls = [{"id": "call_1", "type": "function", "function": {"name": "kb_query", "arguments": "{}"}}]
+    with tenant_scope(tenant):
+        message_add(conversation=conversation, role="user", content="menu?")
+        message_add(conversation=conversation, role="assistant", content="", tool_calls=calls)
+        message_add(conversation=conversation, role="tool", content='{"hits": 2}', tool_call_id="call_1")
+        message_add(conversation=conversation, role="assistant", content="Two dishes.")
+    page = login(member, tenant).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert "Tool kb_query called" in page and "Tool kb_query finished" in page
+    assert '{"hits": 2}' not in page and "{&quot;hits&quot;: 2}" not in page
+
+
+def _long_history(tenant, conversation, turns):
+    ids = []
+    with tenant_scope(tenant):
+        for number in range(turns):
+            ids.append(message_add(conversation=conversation, role="user", content=f"question {number}").pk)
+            ids.append(
+                message_add(
+                    conversation=conversation,
+                    role="assistant",
+                    content=f"answer **{number}**",
+                    usage={"prompt_tokens": 10 + number, "completion_tokens": 5},
+                ).pk
+            )
+    return ids
+
+
+def test_strategy_badge_and_summary_marker(login, member, tenant):
+    agent = _agent(tenant, strategy={"strategy": "summarize", "max_tokens": 8192, "summary_threshold": 4})
+    conversation = _conversation(tenant, member, agent)
+    ids = _long_history(tenant, conversation, 4)
+    with tenant_scope(tenant):
+        ConversationContext.objects.filter(conversation=conversation).update(
+            summary="The user asked about <b>panels</b> and prices.",
+            active_messages=ids[3:],
+            summarized_through=ids[2],
+        )
+    page = login(member, tenant).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert 'id="strategy-badge" data-strategy="summarize"' in page
+    assert "3 earlier messages were summarised" in page
+    assert "The user asked about &lt;b&gt;panels&lt;/b&gt; and prices." in page
+    # The marker sits where the model's context now starts: after "question 1" (the 3rd message), before its answer.
+    marker = page.index('id="earlier-marker"')
+    assert page.index("question 1") < marker < page.index("answer <strong>1</strong>")
+
+
+def test_sliding_window_marker(login, member, tenant):
+    agent = _agent(tenant, strategy={"strategy": "sliding_window", "max_tokens": 4096})
+    conversation = _conversation(tenant, member, agent)
+    ids = _long_history(tenant, conversation, 3)
+    with tenant_scope(tenant):
+        ConversationContext.objects.filter(conversation=conversation).update(active_messages=ids[2:])
+    client = login(member, tenant)
+    page = client.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert 'data-strategy="sliding_window"' in page and "Sliding window" in page
+    assert "2 earlier messages were dropped by the sliding window" in page
+
+
+def test_conversation_page_queries_do_not_grow_with_history(login, member, tenant, django_assert_max_num_queries):
+    conversation = _conversation(tenant, member, _agent(tenant))
+    _long_history(tenant, conversation, 25)  # 50 messages
+    client = login(member, tenant)
+    with django_assert_max_num_queries(12):
+        response = client.get(reverse("chat:conversation", args=[conversation.pk]))
+    assert response.status_code == 200
+    assert response.content.decode().count("chat-msg chat-assistant") == 25
+
+
+def test_conversation_list_queries_are_bounded(login, member, tenant, django_assert_max_num_queries):
+    agent = _agent(tenant)
+    for number in range(20):
+        _conversation(tenant, member, agent, title=f"conversation {number}")
+    client = login(member, tenant)
+    with django_assert_max_num_queries(10):
+        assert client.get(reverse("chat:list")).status_code == 200
