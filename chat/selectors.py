@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AbstractBaseUser
 
 from agents.models import Agent
 from chat.markdown import render_markdown
+from chat.streams import get_frame_log
 from llm.errors import message_for
 from memory.models import Conversation, ConversationContext, Message, MessageStatus, Role
 from memory.overflow import STRATEGY_SUMMARIZE
@@ -125,3 +127,22 @@ def chat_history(*, conversation: Conversation) -> ChatHistory:
     first_active_pk = messages[first_active].pk if first_active < len(messages) else None
     position = next((i for i, item in enumerate(items) if item.message.pk == first_active_pk), len(items))
     return ChatHistory(items=items, marker=marker, marker_position=position)
+
+
+async def _resume_seq(conversation_id: int) -> int:
+    log = get_frame_log()
+    last = await log.last_seq(conversation_id)
+    running = await log.running_turn(conversation_id)
+    if running is None:
+        return last
+    # A reply is being written: the page has its user message (stored) but not the reply, so the socket
+    # replays from that turn's user_message frame on.
+    for frame in await log.after(conversation_id, 0):
+        if frame.get("type") == "user_message" and frame.get("message_id") == running:
+            return int(frame["seq"])
+    return last
+
+
+def stream_resume_seq(*, conversation_id: int) -> int:
+    """The seq after which the page's socket asks for frames (catch_up): what the rendered history already shows."""
+    return async_to_sync(_resume_seq)(conversation_id)

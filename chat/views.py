@@ -33,21 +33,6 @@ def _agents_url() -> str:
         return ""
 
 
-def _last_seq(conversation: Conversation) -> int:
-    """The stream's last sequence number at render time, so the socket catches up from there (0 when unknown)."""
-    try:
-        from chat import streams
-    except ImportError:
-        return 0
-    getter = getattr(streams, "last_seq", None)
-    if getter is None:
-        return 0
-    try:
-        return int(getter(conversation_id=conversation.pk) or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
 def _labels() -> dict[str, object]:
     """The page script's words, in the active language (static/js/chat.js fills %(name)s placeholders)."""
     return {
@@ -132,7 +117,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
             "own": own,
             "chat_config": {
                 "wsPath": f"/ws/chat/{conversation.pk}/",
-                "lastSeq": _last_seq(conversation),
+                "lastSeq": selectors.stream_resume_seq(conversation_id=conversation.pk),
             },
             "chat_labels": _labels(),
         },

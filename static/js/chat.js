@@ -185,6 +185,8 @@
 
   function showError(frame) {
     var index = Number(frame.index) || 0;
+    // A refused message (busy, invalid) is not resent after a reconnect; it stays on the page with the error.
+    if (pending && frame.client_id === pending.clientId) pending = null;
     var target = index > 0 || reply ? targetFor(frame) : null;
     var line = el("p", "chat-error", frame.message || labels.failed);
     if (target) {
@@ -205,6 +207,15 @@
 
   function handle(frame) {
     switch (frame.type) {
+      case "hello":
+        // A reply still being written (another tab, or before a reload): its frames come with the catch-up.
+        if (frame.running) {
+          setRunning(true);
+          setStatus(labels.thinking);
+        } else if (!pending && !reply) {
+          setRunning(false);
+        }
+        break;
       case "user_message": {
         var bubble = findUserBubble(frame.client_id);
         if (!bubble) bubble = addUserBubble(frame.content || "", frame.client_id);
@@ -266,8 +277,8 @@
     socket = new WebSocket(socketUrl());
     socket.addEventListener("open", function () {
       retries = 0;
-      // After a drop, or when the page was rendered mid-stream: ask for every frame after the last one seen.
-      if (everOpened || lastSeq > 0) send({ type: "catch_up", after_seq: lastSeq });
+      // Every frame after the last one seen: what was missed while away (the page embeds the seq it shows).
+      send({ type: "catch_up", after_seq: lastSeq });
       everOpened = true;
       setStatus(running ? labels.thinking : "");
       if (pending) send({ type: "user_message", client_id: pending.clientId, content: pending.content });
