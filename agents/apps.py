@@ -6,3 +6,20 @@ class AgentsConfig(AppConfig):
     name = "agents"
     verbose_name = _("Agents")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agents.demo import seed_demo_agents
+        from tenants.demo import register_demo_seeder
+        from tenants.navigation import HomeCard, register_card
+
+        # Every member sees the agents; the pages let only owners and admins change them.
+        register_card(
+            HomeCard(
+                key="agents",
+                title=_("Agents"),
+                description=_("The tenant's agents: their models, token management, versions and metrics."),
+                url_name="agents:list",
+                order=20,
+            )
+        )
+        register_demo_seeder(seed_demo_agents)

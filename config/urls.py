@@ -10,6 +10,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
+    path("agents/", include("agents.urls")),
     path("chat/", include("chat.urls")),
     path("", include("tenants.urls")),
 ]

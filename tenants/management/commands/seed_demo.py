@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from tenants.demo import run_demo_seeders
 from tenants.models import Role
 from tenants.services import membership_set, tenant_ensure, user_ensure
 
@@ -44,6 +45,9 @@ class Command(BaseCommand):
         for tenant in tenants:
             membership_set(user=both, tenant=tenant, role=Role.MEMBER)
         rows.append(("consultant", " + ".join(t.name for t in tenants), "member"))
+        # The apps above tenants/ (agents, ...) add their demo data through the registry of tenants.demo.
+        seeded: list[str] = []
+        run_demo_seeders(tenants, seeded.append)
 
         self.stdout.write(self.style.SUCCESS("Demo data ready / 演示数据已就绪"))
         self.stdout.write(f"Password for every login / 所有账号的密码: {password}")
@@ -51,6 +55,8 @@ class Command(BaseCommand):
         width = max(len(r[0]) for r in rows)
         for username, tenant, role in rows:
             self.stdout.write(f"  {username.ljust(width)}  {tenant}  ({role})")
+        for line in seeded:
+            self.stdout.write(line)
 
     def _seed_providers(self, tenants) -> str:
         """Each demo tenant gets the offline demo model, or the real provider of OPENAI_* when set."""

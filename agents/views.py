@@ -1,0 +1,167 @@
+"""The agent pages (outside the admin): list, create, edit, detail with versions and metrics, publish.
+
+Every member of the tenant sees the agents; owners and admins change and publish them. Another tenant's agent
+is a 404 on every page (the tenant scope of the request finds nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods
+
+from agents.forms import AgentConfigForm
+from agents.models import Agent
+from agents.selectors import (
+    agent_conversation_count,
+    agent_conversations_of_user,
+    agent_get,
+    agent_list_for_page,
+    agent_versions,
+)
+from agents.services import agent_create, agent_publish, agent_update
+from memory.selectors import overflow_metrics_for_agent
+
+
+def may_edit_agents(request: HttpRequest) -> bool:
+    """Owners and admins of the active tenant (and platform superusers) change agents; members only read."""
+    membership = getattr(request, "membership", None)
+    return bool(request.user.is_superuser or (membership is not None and membership.can_administer))
+
+
+def tenant_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Logged in and working in a tenant; without one there are no agents to show."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if getattr(request, "tenant", None) is None:
+            raise Http404(_("You are not working in any tenant."))
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def editors_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """403 with an explanation for members who try to change an agent."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not may_edit_agents(request):
+            return render(request, "agents/forbidden.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return tenant_required(wrapped)
+
+
+def _agent_or_404(agent_id: int) -> Agent:
+    # The request's tenant scope makes another tenant's id look like a missing one.
+    try:
+        return agent_get(agent_id=agent_id)
+    except Agent.DoesNotExist:
+        raise Http404(_("No such agent in this tenant.")) from None
+
+
+def _add_service_errors(form: AgentConfigForm, error: ValidationError) -> None:
+    for field, errors in error.message_dict.items():
+        if field == "tenant":
+            continue  # the tenant is not chosen on these pages; a unique name is reported on the name
+        form.add_error(field if field in form.fields else None, errors)
+    if not form.errors:
+        form.add_error(None, error.messages)
+
+
+@tenant_required
+def agent_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "agents/list.html",
+        {"agents": agent_list_for_page(), "may_edit": may_edit_agents(request)},
+    )
+
+
+@editors_only
+@require_http_methods(["GET", "POST"])
+def agent_new(request: HttpRequest) -> HttpResponse:
+    form = AgentConfigForm(request.POST or None, tenant=request.tenant)
+    if request.method == "POST" and form.is_valid():
+        try:
+            agent = agent_create(tenant=request.tenant, name=form.cleaned_data["name"], **form.service_fields())
+        except ValidationError as exc:
+            _add_service_errors(form, exc)
+        else:
+            messages.success(request, _("Saved “%(name)s” as a draft. Publish it to let new conversations use it.")
+                             % {"name": agent.name})  # fmt: skip
+            return HttpResponseRedirect(reverse("agents:detail", args=[agent.pk]))
+    return render(request, "agents/form.html", {"form": form, "agent": None})
+
+
+@editors_only
+@require_http_methods(["GET", "POST"])
+def agent_edit(request: HttpRequest, agent_id: int) -> HttpResponse:
+    agent = _agent_or_404(agent_id)
+    form = AgentConfigForm(request.POST or None, instance=agent, tenant=request.tenant)
+    if request.method == "POST" and form.is_valid():
+        try:
+            agent_update(agent=agent, name=form.cleaned_data["name"], **form.service_fields())
+        except ValidationError as exc:
+            _add_service_errors(form, exc)
+        else:
+            messages.success(request, _("Saved the draft. Publish it to let new conversations use it."))
+            return HttpResponseRedirect(reverse("agents:detail", args=[agent.pk]))
+    return render(request, "agents/form.html", {"form": form, "agent": agent})
+
+
+@tenant_required
+def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
+    agent = _agent_or_404(agent_id)
+    versions = agent_versions(agent=agent)
+    conversations = []
+    try:
+        for conversation in agent_conversations_of_user(agent=agent, user=request.user):
+            conversations.append((conversation, reverse("chat:conversation", args=[conversation.pk])))
+        chat_available = True
+    except NoReverseMatch:
+        chat_available = False
+    return render(
+        request,
+        "agents/detail.html",
+        {
+            "agent": agent,
+            "config": agent.overflow_config(),
+            "versions": versions,
+            "published": versions[0] if versions else None,
+            "metrics": overflow_metrics_for_agent(agent_id=agent.pk),
+            "chat_available": chat_available,
+            "conversations": conversations,
+            "conversation_count": agent_conversation_count(agent=agent),
+            "may_edit": may_edit_agents(request),
+        },
+    )
+
+
+@editors_only
+@require_http_methods(["GET", "POST"])
+def agent_publish_view(request: HttpRequest, agent_id: int) -> HttpResponse:
+    agent = _agent_or_404(agent_id)
+    if request.method == "POST":
+        try:
+            version = agent_publish(agent=agent, user=request.user)
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        else:
+            messages.success(
+                request,
+                _("Published version %(number)s. New conversations use it; ongoing ones keep their version.")
+                % {"number": version.number},
+            )
+        return HttpResponseRedirect(reverse("agents:detail", args=[agent.pk]))
+    return render(request, "agents/publish.html", {"agent": agent, "published": agent.published_version()})
