@@ -1,0 +1,106 @@
+"""A member chats (WALKTHROUGH.md): start a conversation, watch the reply stream in, reload and see the history;
+another tenant's admin gets a 404 for it. Served by Daphne (asgi_live_server), so the websocket is real."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from agents.services import agent_create, agent_publish
+from memory.models import Conversation, Message
+from tenants.models import Tenant
+from tenants.scope import tenant_scope
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "browser-pass-1"
+AGENT_NAME = "窗口测试助手 / Window test assistant"
+SCREENS = Path(__file__).resolve().parents[2] / "bench" / "screens"
+
+
+@pytest.fixture
+def demo(transactional_db):
+    call_command("seed_demo", password=PASSWORD)
+    tenant = Tenant.objects.get(slug="energy")
+    with tenant_scope(tenant):
+        agent = agent_create(
+            tenant=tenant,
+            name=AGENT_NAME,
+            description="Answers in the browser test.",
+            system_prompt="You are a helpful assistant.",
+            token_overflow_config={"strategy": "sliding_window", "max_tokens": 4096},
+        )
+        agent_publish(agent=agent, user=None)
+    return tenant
+
+
+def _log_in(page, base_url: str, username: str) -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
+
+
+# Records the streaming bubble's text length every 5 ms, so the test sees the reply grow while it is written.
+SAMPLER = """() => {
+  window.__lengths = [];
+  window.__sampler = setInterval(() => {
+    const body = document.querySelector('.chat-assistant.chat-streaming .chat-body');
+    if (body) window.__lengths.push(body.textContent.length);
+  }, 5);
+}"""
+
+
+def test_member_chats_and_the_reply_streams_in(asgi_live_server, demo, page_for):
+    base = asgi_live_server.url
+    page = page_for("zh-CN")
+    _log_in(page, base, "energy-admin")
+    page.click("[data-card=chat] a")
+    page.wait_for_url(f"{base}/chat/")
+
+    page.select_option("#id_agent", label=AGENT_NAME)
+    page.click("#new-conversation-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/chat/\d+/$"))
+    conversation_id = int(page.url.rstrip("/").rsplit("/", 1)[-1])
+    assert page.locator("#strategy-badge").get_attribute("data-strategy") == "sliding_window"
+
+    page.evaluate(SAMPLER)
+    page.fill("#chat-input", "你好")
+    page.press("#chat-input", "Enter")
+    # The user's message shows at once; the reply streams, then is replaced by its rendered form.
+    assert page.locator(".chat-user .chat-body").last.inner_text() == "你好"
+    page.wait_for_selector(".chat-assistant .chat-usage", timeout=20_000)
+    lengths = page.evaluate("() => { clearInterval(window.__sampler); return window.__lengths; }")
+    growing = sorted({length for length in lengths if length > 0})
+    assert len(growing) >= 2, f"the reply did not grow in steps: {lengths}"
+    reply = page.locator(".chat-assistant .chat-body").last.inner_text()
+    assert "演示模型" in reply
+    assert page.locator(".chat-assistant.chat-streaming").count() == 0
+    assert page.locator("#chat-stop").is_hidden()
+    if os.environ.get("SCREENSHOTS") == "1":
+        SCREENS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENS / "chat.png"), full_page=True)
+
+    with tenant_scope(demo):
+        assert Conversation.objects.get(pk=conversation_id).agent.name == AGENT_NAME
+        roles = list(Message.objects.filter(conversation_id=conversation_id).values_list("role", flat=True))
+    assert roles == ["user", "assistant"]
+
+    # Back later: the history is on the page, rendered by the server.
+    page.reload()
+    assert page.locator(".chat-user .chat-body").inner_text() == "你好"
+    assert "演示模型" in page.locator(".chat-assistant .chat-body").inner_text()
+    assert page.locator(".chat-assistant .chat-usage").count() == 1
+    # The list shows it.
+    page.goto(f"{base}/chat/")
+    assert page.locator(f"[data-conversation='{conversation_id}']").count() == 1
+
+    # Another tenant's admin: 404, in the page and nothing of it shown.
+    other = page_for("en-US")
+    _log_in(other, base, "restaurant-admin")
+    response = other.goto(f"{base}/chat/{conversation_id}/")
+    assert response.status == 404
+    assert "你好" not in other.content()
