@@ -13,29 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-
-def setup_django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("DJANGO_DEBUG", "1")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    if "DATABASE_URL" not in os.environ:
-        os.environ["DATABASE_URL"] = f"sqlite:///{tempfile.mkdtemp(prefix='llm-bench-')}/bench.sqlite3"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import setup_django
 
 
 async def direct_run(client, model: str, messages: list) -> tuple[float, float, str]:

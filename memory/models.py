@@ -96,6 +96,8 @@ class Message(TenantOwned):
         ordering = ["conversation", "id"]
         verbose_name = _("message")
         verbose_name_plural = _("messages")
+        # A conversation's messages are read as a range of ids (the active suffix): one index serves it in order.
+        indexes = [models.Index(fields=["conversation", "id"], name="memory_message_conv_id")]
         constraints = [
             models.UniqueConstraint(
                 fields=["conversation", "client_id"],

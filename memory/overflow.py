@@ -381,6 +381,14 @@ class OverflowStrategy:
         """
         raise NotImplementedError
 
+    def first_needed(self, meta: Sequence[tuple[str, int]], config: OverflowConfig, *, fixed_tokens: int) -> int:
+        """Index of the oldest active message `select` could keep, from (role, token_count) pairs in order.
+
+        Messages before it need not be loaded: they are dropped, and `select` on the rest gives the same window.
+        The default, 0, loads everything.
+        """
+        return 0
+
 
 class NoStrategy(OverflowStrategy):
     """Send everything (seed 4, 3.1); only messages no server accepts (unpaired tool messages) are left out."""
@@ -397,6 +405,21 @@ class SlidingWindow(OverflowStrategy):
     """Keep the newest messages that fit in max_tokens less the reserve; drop the older ones (seed 4, 6.1)."""
 
     name = STRATEGY_SLIDING_WINDOW
+
+    def first_needed(self, meta: Sequence[tuple[str, int]], config: OverflowConfig, *, fixed_tokens: int) -> int:
+        # Once the newest messages (beyond the newest user message, always kept) pass the room, select() stops
+        # inside them: nothing older can be chosen. Start on a unit boundary (a unit never begins with a tool
+        # message) so the suffix groups exactly as the whole list does.
+        room = _budget(config) - fixed_tokens
+        newest_user = next((i for i in range(len(meta) - 1, -1, -1) if meta[i][0] == "user"), None)
+        forced = meta[newest_user][1] if newest_user is not None else 0
+        start, total = len(meta), 0
+        while start > 0 and total <= room + forced:
+            start -= 1
+            total += meta[start][1]
+        while start > 0 and meta[start][0] == "tool":
+            start -= 1
+        return start if newest_user is None else min(start, newest_user)
 
     def select(self, messages: Sequence[StoredMessage], config: OverflowConfig, *, fixed_tokens: int) -> Window:
         conversation = _partition(messages)

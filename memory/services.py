@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
@@ -176,12 +176,63 @@ def overflow_metric_add(
         today.update(**{name: F(name) + value for name, value in counts.items()})
 
 
-def _active_stored(ids: Sequence[int], conversation: Conversation) -> list[overflow.StoredMessage]:
-    rows = Message.objects.filter(conversation=conversation, pk__in=list(ids)).only(
-        "id", "role", "content", "tool_calls", "tool_call_id", "token_count"
+# Below this many active messages one query loads them all; above it, a first query of (role, tokens) lets the
+# strategy say which newest messages it can keep, and only those are loaded with their content.
+SMALL_CONTEXT = 400
+_STORED_FIELDS = ("pk", "role", "content", "tool_calls", "tool_call_id", "token_count")
+
+
+def _stored_from(conversation: Conversation, first_id: int, active: set[int]) -> list[overflow.StoredMessage]:
+    # A range on the primary key, not a huge IN list: active messages are (nearly) a suffix of the conversation.
+    rows = (
+        Message.objects.filter(conversation=conversation, pk__gte=first_id).order_by("pk").values_list(*_STORED_FIELDS)
     )
-    by_id = {row.pk: row for row in rows}
-    return [by_id[pk].stored() for pk in ids if pk in by_id]
+    return [
+        overflow.StoredMessage(
+            id=pk,
+            role=role,
+            content=content,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id or None,
+            token_count=tokens,
+        )
+        for pk, role, content, tool_calls, tool_call_id, tokens in rows
+        if pk in active
+    ]
+
+
+def _active_stored(
+    ids: Sequence[int],
+    conversation: Conversation,
+    *,
+    strategy: overflow.OverflowStrategy | None = None,
+    config: overflow.OverflowConfig | None = None,
+    fixed_tokens: int = 0,
+) -> tuple[list[overflow.StoredMessage], int]:
+    """The active messages the strategy may keep, oldest first, and the tokens of those it cannot (not loaded)."""
+    if not ids:
+        return [], 0
+    active = set(ids)
+    if strategy is None or len(ids) <= SMALL_CONTEXT:
+        return _stored_from(conversation, min(ids), active), 0
+    # Sorted here rather than by the database: over most of a conversation PostgreSQL scans and sorts, slower.
+    meta = sorted(
+        row
+        for row in Message.objects.filter(conversation=conversation, pk__gte=min(ids))
+        .order_by()
+        .values_list("pk", "role", "token_count")
+        if row[0] in active
+    )
+    start = strategy.first_needed([(role, tokens) for _, role, tokens in meta], config, fixed_tokens=fixed_tokens)
+    if start >= len(meta):
+        return [], sum(tokens for _, _, tokens in meta)
+    return _stored_from(conversation, meta[start][0], active), sum(tokens for _, _, tokens in meta[:start])
+
+
+def _summary_may_queue(context: ConversationContext) -> bool:
+    """No summary is pending, or the pending one is so old that its worker must have died."""
+    stale = context.summary_queued_at is None or context.summary_queued_at < timezone.now() - SUMMARY_PENDING_TIMEOUT
+    return not context.summary_pending or stale
 
 
 def context_build(
@@ -196,40 +247,46 @@ def context_build(
     from memory.tasks import summarize_conversation
 
     model = model or conversation.model or "gpt-4"
-    with transaction.atomic():
-        context = ConversationContext.objects.select_for_update().get(conversation=conversation)
-        config = overflow.OverflowConfig.from_dict(context.strategy_config)
-        messages = _active_stored(context.active_messages, conversation)
-        fixed = overflow.fixed_tokens(
-            system_prompt=system_prompt, summary=context.summary, recalled=recalled, model=model
+    # Read without a lock: most turns change nothing, and a row lock costs a WAL flush at commit on PostgreSQL.
+    context = ConversationContext.objects.get(conversation=conversation)
+    config = overflow.OverflowConfig.from_dict(context.strategy_config)
+    fixed = overflow.fixed_tokens(system_prompt=system_prompt, summary=context.summary, recalled=recalled, model=model)
+    strategy = overflow.get_strategy(config.strategy)
+    messages, unloaded_tokens = _active_stored(
+        context.active_messages, conversation, strategy=strategy, config=config, fixed_tokens=fixed
+    )
+    window = strategy.select(messages, config, fixed_tokens=fixed)
+    if unloaded_tokens:
+        # Older active messages the strategy could not keep were never loaded: they are dropped too.
+        window = replace(window, triggered=True, tokens_saved=window.tokens_saved + unloaded_tokens)
+    # Leaving the context: what the strategy dropped, and active ids that were not loaded (too old, or deleted).
+    loaded = {message.id for message in messages}
+    removed = set(window.dropped_ids) | {pk for pk in context.active_messages if pk not in loaded}
+    summarize_ids = list(window.summarize_ids)
+    if removed or (summarize_ids and _summary_may_queue(context)):
+        with transaction.atomic():
+            # Under the lock: ids appended by a concurrent turn stay, and only one summary task is queued.
+            context = ConversationContext.objects.select_for_update().get(pk=context.pk)
+            changed = []
+            active = [pk for pk in context.active_messages if pk not in removed]
+            if active != context.active_messages:
+                context.active_messages = active
+                changed.append("active_messages")
+            if summarize_ids and _summary_may_queue(context):
+                context.summary_pending = True
+                context.summary_queued_at = timezone.now()
+                changed += ["summary_pending", "summary_queued_at"]
+                tenant_id, conversation_id = conversation.tenant_id, conversation.pk
+                transaction.on_commit(lambda: summarize_conversation.delay(tenant_id, conversation_id, summarize_ids))
+            if changed:
+                context.save(update_fields=[*changed, "updated_at"])
+    if window.triggered:
+        overflow_metric_add(
+            tenant_id=conversation.tenant_id,
+            agent_id=conversation.agent_id,
+            triggers=1,
+            tokens_saved=window.tokens_saved,
         )
-        window = overflow.select(messages, config, fixed_tokens=fixed)
-        changed = []
-        present = {message.id for message in messages}
-        dropped = set(window.dropped_ids)
-        active = [pk for pk in context.active_messages if pk in present and pk not in dropped]
-        if active != context.active_messages:
-            context.active_messages = active
-            changed.append("active_messages")
-        summarize_ids = list(window.summarize_ids)
-        stale = (
-            context.summary_queued_at is None or context.summary_queued_at < timezone.now() - SUMMARY_PENDING_TIMEOUT
-        )
-        if summarize_ids and (not context.summary_pending or stale):
-            context.summary_pending = True
-            context.summary_queued_at = timezone.now()
-            changed += ["summary_pending", "summary_queued_at"]
-            tenant_id, conversation_id = conversation.tenant_id, conversation.pk
-            transaction.on_commit(lambda: summarize_conversation.delay(tenant_id, conversation_id, summarize_ids))
-        if changed:
-            context.save(update_fields=[*changed, "updated_at"])
-        if window.triggered:
-            overflow_metric_add(
-                tenant_id=conversation.tenant_id,
-                agent_id=conversation.agent_id,
-                triggers=1,
-                tokens_saved=window.tokens_saved,
-            )
     request = overflow.build_model_messages(
         system_prompt=system_prompt, summary=context.summary, window=window, recalled=recalled
     )
@@ -257,7 +314,7 @@ def conversation_summarize(*, conversation: Conversation, message_ids: Sequence[
     if not wanted:
         return False
     previous = context.summary
-    messages = _active_stored(wanted, conversation)
+    messages, _unloaded = _active_stored(wanted, conversation)
     provider, model = _summary_model(conversation)
     result = async_to_sync(complete_chat)(
         tenant=conversation.tenant,

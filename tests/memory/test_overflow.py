@@ -477,3 +477,49 @@ def test_a_late_answer_to_an_unanswered_call_is_not_glued_to_it():
     window = select(messages, config("sliding_window"), fixed_tokens=0)
     assert ids(window.messages) == [1, 3, 5]
     assert window.unpaired_ids == (2, 4)
+
+
+def test_sliding_window_first_needed_gives_the_same_window_as_the_whole_history():
+    # The platform loads only the messages the window can keep; the result must not change.
+    import random
+
+    rng = random.Random(7)
+    config = OverflowConfig.from_dict({"strategy": "sliding_window", "max_tokens": 600, "reserve_ratio": 0.1})
+    strategy = get_strategy("sliding_window")
+    for _ in range(300):
+        messages, next_id = [], 1
+        for _turn in range(rng.randint(1, 60)):
+            roll = rng.random()
+            if roll < 0.15:
+                calls = [
+                    {"id": f"c{next_id}-{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    for k in range(rng.randint(1, 2))
+                ]
+                messages.append(
+                    StoredMessage(
+                        id=next_id, role="assistant", content="", tool_calls=calls, token_count=rng.randint(5, 60)
+                    )
+                )
+                next_id += 1
+                for call in calls:
+                    messages.append(
+                        StoredMessage(
+                            id=next_id,
+                            role="tool",
+                            content="r",
+                            tool_call_id=call["id"],
+                            token_count=rng.randint(5, 120),
+                        )
+                    )
+                    next_id += 1
+            else:
+                role = "user" if roll < 0.6 else "assistant"
+                messages.append(StoredMessage(id=next_id, role=role, content="x", token_count=rng.randint(1, 150)))
+                next_id += 1
+        fixed = rng.randint(5, 80)
+        start = strategy.first_needed([(m.role, m.token_count) for m in messages], config, fixed_tokens=fixed)
+        whole = strategy.select(messages, config, fixed_tokens=fixed)
+        suffix = strategy.select(messages[start:], config, fixed_tokens=fixed)
+        assert [m.id for m in suffix.messages] == [m.id for m in whole.messages]
+        assert suffix.over_budget == whole.over_budget
+        assert suffix.tokens_sent == whole.tokens_sent

@@ -68,7 +68,8 @@ def test_sliding_window_respects_the_budget_and_drops_old_messages(
     _chat(conversation, 12)
     message_add(conversation=conversation, role="user", content="the newest question")
 
-    with django_assert_max_num_queries(9):  # the day's first metric creates its row
+    # Read, load, then (a change) lock and re-read, save; the day's first metric creates its row.
+    with django_assert_max_num_queries(10):
         built = context_build(conversation=conversation, system_prompt=PROMPT)
     window = built.window
     assert window.triggered and window.dropped_ids and not window.over_budget
@@ -81,7 +82,10 @@ def test_sliding_window_respects_the_budget_and_drops_old_messages(
 
     # The query count does not grow with the conversation.
     _chat(conversation, 20)
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):
+        context_build(conversation=conversation, system_prompt=PROMPT)
+    # A turn that changes nothing reads the context and the messages, and takes no lock.
+    with django_assert_max_num_queries(2):
         context_build(conversation=conversation, system_prompt=PROMPT)
 
 
