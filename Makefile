@@ -31,12 +31,15 @@ run: install
 test: install browser-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-# Browser tests drive Debian's Chromium through Playwright (never `playwright install`).
+# Browser tests drive Debian's Chromium through Playwright (never `playwright install`); a CJK font lets the
+# Chinese pages render in screenshots.
+BROWSER_PACKAGES := chromium fonts-noto-cjk
 browser-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }; \
-	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get install -y -q chromium; \
-	  else echo "chromium is not installed: browser tests will be skipped (apt-get install chromium)"; fi; }
+	@missing=""; for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q $$missing >/dev/null || { apt-get update -q && apt-get install -y -q $$missing; }; \
+	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get install -y -q $$missing; \
+	  else echo "missing:$$missing (apt-get install$$missing): browser tests will be skipped"; fi; fi
 
 lint: install
 	$(BIN)/ruff check .
