@@ -2,8 +2,10 @@
 
 from django.urls import path
 
+import chat.routing
 from config.consumers import PingConsumer
 
 websocket_urlpatterns = [
     path("ws/ping/", PingConsumer.as_asgi()),
+    *chat.routing.websocket_urlpatterns,
 ]

@@ -1,0 +1,227 @@
+"""The chat websocket `ws/chat/<conversation_id>/`: user messages start turns, frames of the conversation are forwarded
+in seq order, `catch_up` replays what a socket missed, `stop` stops the running turn. Protocol:
+docs/stream-protocol.md."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from django.conf import settings
+from django.utils.translation import get_supported_language_variant, gettext, override
+from django.utils.translation.trans_real import parse_accept_lang_header
+
+from chat import turns
+from chat.markdown import render_markdown
+from chat.streams import get_frame_log, group_name
+from llm import errors
+from llm.client import database_sync_to_async
+from memory.models import Conversation
+from memory.selectors import conversation_get
+from tenants.consumers import TenantScopedJsonConsumer
+from tenants.models import Role
+
+# A socket that has not said where to resume from (catch_up) within this delay gets live frames from its connect.
+SYNC_DELAY_SECONDS = 1.0
+MAX_CONTENT_CHARS = 20_000
+MAX_CLIENT_ID_CHARS = 100
+
+
+def _conversation_for(*, user: Any, membership: Any, conversation_id: int) -> Conversation | None:
+    """The scope's conversation if `user` may chat in it: its owner, or an owner/admin of the tenant."""
+    is_admin = membership is not None and membership.role in (Role.OWNER, Role.ADMIN)
+    try:
+        conversation = conversation_get(conversation_id=conversation_id, user=None if is_admin else user)
+    except Conversation.DoesNotExist:
+        return None
+    # Loaded now: the turn reads them from async code.
+    for name in ("tenant", "agent", "version", "provider"):
+        getattr(conversation, name)
+    return conversation
+
+
+def _language(scope: dict[str, Any]) -> str:
+    """The connection's language: the language cookie, else Accept-Language, else the site default."""
+    headers = dict(scope.get("headers") or [])
+    candidates = []
+    cookies = scope.get("cookies") or {}
+    if cookies.get(settings.LANGUAGE_COOKIE_NAME):
+        candidates.append(cookies[settings.LANGUAGE_COOKIE_NAME])
+    accept = headers.get(b"accept-language", b"").decode("latin-1")
+    candidates += [code for code, _quality in parse_accept_lang_header(accept) if code != "*"]
+    for code in candidates:
+        with contextlib.suppress(LookupError):
+            return get_supported_language_variant(code)
+    return settings.LANGUAGE_CODE
+
+
+class ChatConsumer(TenantScopedJsonConsumer):
+    conversation: Conversation | None = None
+    group: str | None = None
+
+    async def connect(self) -> None:
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
+        conversation = None
+        if self.tenant is not None:
+            conversation = await database_sync_to_async(_conversation_for)(
+                user=user, membership=self.membership, conversation_id=conversation_id
+            )
+        if conversation is None:
+            await self.close(code=4403)
+            return
+        self.conversation = conversation
+        self.language = _language(self.scope)
+        self.log = get_frame_log()
+        self.group = group_name(conversation.pk)
+        # Frames arriving before this socket says where it resumes from are held (they are in the log too).
+        self.synced = False
+        self.sent_seq = 0
+        self.held: list[dict[str, Any]] = []
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.connect_seq = await self.log.last_seq(conversation.pk)
+        await self.accept()
+        running = await self.log.running_turn(conversation.pk)
+        await self.send_json(
+            {
+                "type": "hello",
+                "conversation_id": conversation.pk,
+                "last_seq": self.connect_seq,
+                "running": running is not None,
+            }
+        )
+        self._sync_timer = asyncio.get_running_loop().create_task(self._sync_later())
+
+    async def _sync_later(self) -> None:
+        await asyncio.sleep(SYNC_DELAY_SECONDS)
+        # Through the channel layer, so the sync runs in order with the frames this consumer is handling.
+        await self.channel_layer.send(self.channel_name, {"type": "chat.sync"})
+
+    async def disconnect(self, code: int) -> None:
+        timer = getattr(self, "_sync_timer", None)
+        if timer is not None:
+            timer.cancel()
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        # The turn is not ours to end: it runs on and is stored; other sockets (or a reconnect) get its frames.
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict):
+            await self._reject(errors.BAD_REQUEST)
+            return
+        kind = content.get("type")
+        if kind == "catch_up":
+            after_seq = content.get("after_seq")
+            if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+                await self._reject(errors.BAD_REQUEST)
+                return
+            await self._replay(after_seq)
+            return
+        if not self.synced:
+            await self._replay(self.connect_seq)
+        if kind == "user_message":
+            await self._user_message(content)
+        elif kind == "stop":
+            await turns.request_stop(conversation_id=self.conversation.pk)
+        else:
+            await self._reject(errors.BAD_REQUEST)
+
+    async def _user_message(self, content: dict[str, Any]) -> None:
+        client_id, text = content.get("client_id"), content.get("content")
+        if (
+            not isinstance(client_id, str)
+            or not client_id.strip()
+            or len(client_id) > MAX_CLIENT_ID_CHARS
+            or not isinstance(text, str)
+            or not text.strip()
+            or len(text) > MAX_CONTENT_CHARS
+        ):
+            await self._reject(errors.BAD_REQUEST, client_id=client_id if isinstance(client_id, str) else None)
+            return
+        submission = await turns.submit_user_message(conversation=self.conversation, client_id=client_id, content=text)
+        if submission.outcome == "busy":
+            await self._reject("busy", client_id=client_id)
+        elif submission.outcome == "duplicate":
+            await self._resend(submission, client_id)
+
+    async def _resend(self, submission: turns.Submission, client_id: str) -> None:
+        """A resent client_id: replay the logged frames of its turn, or say what the database knows."""
+        if submission.frames:
+            for frame in submission.frames:
+                await self._send_frame(frame, replay=True)
+            return
+        message, reply = submission.message, submission.reply
+        await self.send_json(
+            {
+                "seq": None,
+                "type": "user_message",
+                "index": 0,
+                "message_id": message.pk,
+                "client_id": client_id,
+                "content": message.content,
+                "duplicate": True,
+            }
+        )
+        if reply is not None:
+            usage = reply.usage or {}
+            await self.send_json(
+                {
+                    "seq": None,
+                    "type": "done",
+                    "index": 0,
+                    "message_id": reply.pk,
+                    "status": reply.status,
+                    "usage": {
+                        "prompt_tokens": usage.get("prompt_tokens", 0),
+                        "completion_tokens": usage.get("completion_tokens", 0),
+                    },
+                    "html": str(render_markdown(reply.content)),
+                    "strategy": None,
+                    "duplicate": True,
+                }
+            )
+
+    async def _reject(self, code: str, **extra: Any) -> None:
+        """An error for this socket only (not a frame of the conversation: seq is null)."""
+        if code == "busy":
+            with override(self.language):
+                text = gettext("The agent is still answering. Wait for the reply or stop it, then send again.")
+        else:
+            text = errors.message_for(code, self.language)
+        await self.send_json({"seq": None, "type": "error", "index": 0, "code": code, "message": text, **extra})
+
+    async def _replay(self, after_seq: int) -> None:
+        """Send every kept frame with seq > after_seq, in order; then live frames continue after the last one."""
+        last = await self.log.last_seq(self.conversation.pk)
+        after_seq = min(after_seq, last)  # a counter that restarted (store flushed): resume from its present
+        frames = await self.log.after(self.conversation.pk, after_seq)
+        if frames and frames[0]["seq"] > after_seq + 1:
+            await self.send_json({"seq": None, "type": "gap", "after_seq": after_seq, "first_seq": frames[0]["seq"]})
+        self.sent_seq = after_seq
+        for frame in frames:
+            await self._send_frame(frame, replay=True)
+        held, self.held, self.synced = self.held, [], True
+        for frame in held:
+            await self._send_frame(frame)
+
+    async def _send_frame(self, frame: dict[str, Any], replay: bool = False) -> None:
+        if not replay and frame["seq"] <= self.sent_seq:
+            return  # already sent by a replay
+        if frame.get("type") == "error" and frame.get("code"):
+            frame = {**frame, "message": errors.message_for(frame["code"], self.language)}
+        await self.send_json(frame)
+        self.sent_seq = max(self.sent_seq, frame["seq"])
+
+    async def chat_frame(self, event: dict[str, Any]) -> None:
+        if not self.synced:
+            self.held.append(event["frame"])
+            return
+        await self._send_frame(event["frame"])
+
+    async def chat_sync(self, event: dict[str, Any]) -> None:
+        if not self.synced:
+            await self._replay(self.connect_seq)

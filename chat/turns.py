@@ -1,0 +1,139 @@
+"""Turns started from the chat websocket: store the user message, claim the conversation, run the turn as an asyncio
+task of this process (not tied to the socket), and stop it when any socket of the conversation asks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.runtime import run_turn
+from chat.sinks import ChannelSink
+from chat.streams import FrameLog, get_frame_log
+from llm.client import database_sync_to_async
+from memory.models import Conversation, Message, Role
+from memory.services import message_add
+
+logger = logging.getLogger("chat.turns")
+
+# How often a running turn looks for a stop request in the frame log (seconds); a stop from any process is seen
+# within this delay plus one chunk of the reply.
+STOP_POLL_SECONDS = 0.1
+
+_tasks: set[asyncio.Task] = set()
+
+
+@dataclass
+class Submission:
+    """What became of a user_message: started (a new turn), duplicate (its client_id was stored) or busy."""
+
+    outcome: str
+    message: Message | None = None
+    reply: Message | None = None
+    frames: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _stored_with_client_id(conversation: Conversation, client_id: str) -> tuple[Message | None, Message | None]:
+    """The stored user message with this client_id, and its reply (the next user/assistant message, if it is the
+    assistant's)."""
+    message = Message.objects.filter(conversation=conversation, client_id=client_id).first()
+    if message is None:
+        return None, None
+    following = (
+        Message.objects.filter(conversation=conversation, pk__gt=message.pk, role__in=[Role.USER, Role.ASSISTANT])
+        .order_by("id")
+        .first()
+    )
+    reply = following if following is not None and following.role == Role.ASSISTANT else None
+    return message, reply
+
+
+def _turn_frames(frames: list[dict[str, Any]], message_id: int) -> list[dict[str, Any]]:
+    """The logged frames of one turn: from its user_message frame up to the next user_message frame."""
+    start = next(
+        (n for n, f in enumerate(frames) if f.get("type") == "user_message" and f.get("message_id") == message_id),
+        None,
+    )
+    if start is None:
+        return []
+    end = next((n for n in range(start + 1, len(frames)) if frames[n].get("type") == "user_message"), len(frames))
+    return frames[start:end]
+
+
+async def submit_user_message(*, conversation: Conversation, client_id: str, content: str) -> Submission:
+    """Store the message and start its turn, unless its client_id was stored already (nothing runs again) or
+    another turn of the conversation is running (busy: nothing is stored)."""
+    log = get_frame_log()
+    message, reply = await database_sync_to_async(_stored_with_client_id)(conversation, client_id)
+    if message is not None:
+        return await _duplicate(log, conversation, message, reply)
+    if await log.running_turn(conversation.pk) is not None:
+        return Submission("busy")
+    message = await database_sync_to_async(message_add)(
+        conversation=conversation, role=Role.USER, content=content, client_id=client_id
+    )
+    running = await log.claim_turn(conversation.pk, message.pk)
+    if running is not None:
+        # Another process stored the same client_id at the same moment (it runs the turn), or began another turn.
+        if running == message.pk:
+            return await _duplicate(log, conversation, message, None)
+        return Submission("busy", message=message)
+    sink = ChannelSink(conversation.pk, log)
+    echo = await sink.emit(
+        {
+            "type": "user_message",
+            "index": 0,
+            "message_id": message.pk,
+            "client_id": client_id,
+            "content": message.content,
+        }
+    )
+    task = asyncio.get_running_loop().create_task(_run(log, conversation, message, sink))
+    _tasks.add(task)  # the loop keeps only weak references to tasks
+    task.add_done_callback(_tasks.discard)
+    return Submission("started", message=message, frames=[echo])
+
+
+async def _duplicate(log: FrameLog, conversation: Conversation, message: Message, reply: Message | None) -> Submission:
+    frames = _turn_frames(await log.after(conversation.pk, 0), message.pk)
+    return Submission("duplicate", message=message, reply=reply, frames=frames)
+
+
+async def _watch_stop(log: FrameLog, conversation_id: int, turn_id: int, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await asyncio.sleep(STOP_POLL_SECONDS)
+        if await log.stop_requested(conversation_id, turn_id):
+            stop.set()
+
+
+async def _run(log: FrameLog, conversation: Conversation, message: Message, sink: ChannelSink) -> None:
+    stop = asyncio.Event()
+    watcher = asyncio.get_running_loop().create_task(_watch_stop(log, conversation.pk, message.pk, stop))
+    try:
+        await run_turn(conversation=conversation, user_message=message, sink=sink, stop=stop)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("chat turn failed conversation=%s message=%s", conversation.pk, message.pk)
+    finally:
+        watcher.cancel()
+        await asyncio.shield(log.release_turn(conversation.pk, message.pk))
+
+
+async def request_stop(*, conversation_id: int) -> bool:
+    """Ask the conversation's running turn to stop, whichever process runs it. False when none is running."""
+    log = get_frame_log()
+    turn_id = await log.running_turn(conversation_id)
+    if turn_id is None:
+        return False
+    await log.request_stop(conversation_id, turn_id)
+    return True
+
+
+async def wait_turns() -> None:
+    """Wait for the turns this event loop is running (tests, shutdown)."""
+    loop = asyncio.get_running_loop()
+    pending = [task for task in _tasks if task.get_loop() is loop]
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)

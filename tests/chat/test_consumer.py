@@ -1,0 +1,268 @@
+"""The chat websocket end to end: the real ASGI stack (session cookie, origin check), the scripted model server,
+the channel layer and frame log of the run (Redis and PostgreSQL in CI, in-memory and SQLite otherwise)."""
+
+import asyncio
+import uuid
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from agents.services import agent_create
+from chat import streams, turns
+from config.asgi import application
+from llm.errors import message_for
+from memory.models import Message
+from memory.services import conversation_start
+from tenants.models import Role
+from tenants.scope import tenant_scope
+from tests.factories import MembershipFactory, UserFactory
+from tests.llm.factories import ModelProviderFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_streams(settings):
+    settings.LLM_RETRY_BASE_DELAY = 0.01
+    settings.LLM_RETRY_MAX_DELAY = 0.02
+    # Conversation ids repeat across test databases: each test gets its own keys in Redis, a fresh in-process log.
+    settings.CHAT_STREAM_PREFIX = f"test-chat-{uuid.uuid4().hex[:12]}"
+    streams._memory_log.__init__()
+
+
+@pytest.fixture
+def conversation(tenant, member, scripted_llm):
+    with tenant_scope(tenant):
+        ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True)
+        agent = agent_create(tenant=tenant, name="Solar advisor", system_prompt="You advise.", model="gpt-4")
+        return conversation_start(agent=agent, user=member)
+
+
+def _session_cookie(user, tenant=None) -> bytes:
+    client = Client()
+    client.force_login(user)
+    if tenant is not None:
+        session = client.session
+        session["active_tenant_id"] = tenant.pk
+        session.save()
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
+
+
+async def _socket(user, tenant, conversation_id, language="en") -> WebsocketCommunicator:
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"accept-language", language.encode())]
+    if user is not None:
+        headers.append((b"cookie", await database_sync_to_async(_session_cookie)(user, tenant)))
+    return WebsocketCommunicator(application, f"/ws/chat/{conversation_id}/", headers=headers)
+
+
+async def _connect(user, tenant, conversation_id, language="en") -> WebsocketCommunicator:
+    communicator = await _socket(user, tenant, conversation_id, language)
+    connected, code = await communicator.connect()
+    assert connected, code
+    hello = await communicator.receive_json_from(timeout=5)
+    assert hello["type"] == "hello" and hello["conversation_id"] == conversation_id
+    return communicator
+
+
+async def _frames_until(communicator, last_type=("done", "error"), timeout=10) -> list[dict]:
+    frames = []
+    while True:
+        frame = await communicator.receive_json_from(timeout=timeout)
+        frames.append(frame)
+        final = frame["type"] in last_type and frame.get("seq") is not None
+        if final and (frame["type"] != "done" or frame["status"] == "complete"):
+            return frames
+
+
+def _send(text, client_id=None):
+    return {"type": "user_message", "client_id": client_id or str(uuid.uuid4()), "content": text}
+
+
+def _messages(tenant, conversation):
+    with tenant_scope(tenant):
+        return list(Message.objects.filter(conversation=conversation).order_by("id"))
+
+
+def _assert_consecutive(frames):
+    seqs = [frame["seq"] for frame in frames]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
+
+
+async def test_deltas_stream_in_order_and_the_reply_is_stored_with_usage(member, tenant, conversation, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Panels face **south**.", "chunk_size": 3}})
+    socket = await _connect(member, tenant, conversation.pk)
+    await socket.send_json_to(_send("Which way?", "c-1"))
+    frames = await _frames_until(socket)
+    await turns.wait_turns()
+
+    _assert_consecutive(frames)
+    echo = frames[0]
+    assert echo["type"] == "user_message" and echo["client_id"] == "c-1" and echo["content"] == "Which way?"
+    assert [f["type"] for f in frames[-2:]] == ["step", "done"]
+    assert "".join(f["content"] for f in frames if f["type"] == "delta") == "Panels face **south**."
+    done = frames[-1]
+    assert done["html"] == "<p>Panels face <strong>south</strong>.</p>" and "content" not in done
+    assert done["usage"]["completion_tokens"] > 0 and done["strategy"]["name"] == "none"
+
+    user, reply = await database_sync_to_async(_messages)(tenant, conversation)
+    assert (user.pk, user.client_id) == (echo["message_id"], "c-1")
+    assert (reply.pk, reply.status, reply.content) == (done["message_id"], "complete", "Panels face **south**.")
+    assert reply.usage["prompt_tokens"] == done["usage"]["prompt_tokens"] > 0
+    await socket.disconnect()
+
+
+async def test_a_resent_client_id_runs_once(member, tenant, conversation, scripted_llm):
+    socket = await _connect(member, tenant, conversation.pk)
+    await socket.send_json_to(_send("hello", "same-id"))
+    await socket.send_json_to(_send("hello", "same-id"))  # while the first is running
+    await turns.wait_turns()
+    await socket.send_json_to(_send("hello", "same-id"))  # after the reply is stored
+    frames = []
+    while not await socket.receive_nothing(timeout=0.3):
+        frames.append(await socket.receive_json_from())
+    await socket.disconnect()
+
+    assert len(await asyncio.to_thread(scripted_llm.requests)) == 1
+    messages = await database_sync_to_async(_messages)(tenant, conversation)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    # Every frame carries the one turn's seqs: the resends replayed it, they did not start another.
+    assert {f["seq"] for f in frames} == set(range(1, max(f["seq"] for f in frames) + 1))
+    assert [f["type"] for f in frames].count("user_message") >= 2
+    assert all(f["message_id"] == messages[0].pk for f in frames if f["type"] == "user_message")
+
+
+async def test_catch_up_after_a_disconnect_returns_exactly_the_missing_frames(
+    member, tenant, conversation, scripted_llm
+):
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 60, "delay": 0.02}})
+    first = await _connect(member, tenant, conversation.pk)
+    await first.send_json_to(_send("tell me a long story"))
+    seen = [await first.receive_json_from(timeout=5) for _ in range(6)]
+    await first.disconnect()  # mid-reply: the turn goes on without any socket
+    await asyncio.sleep(0.2)
+
+    second = await _connect(member, tenant, conversation.pk)
+    await second.send_json_to({"type": "catch_up", "after_seq": seen[-1]["seq"]})
+    rest = await _frames_until(second)
+    await turns.wait_turns()
+    await second.disconnect()
+
+    _assert_consecutive(seen + rest)
+    assert rest[0]["seq"] == seen[-1]["seq"] + 1
+    text = "".join(f["content"] for f in seen + rest if f["type"] == "delta")
+    (_user, reply) = await database_sync_to_async(_messages)(tenant, conversation)
+    assert reply.status == "complete" and reply.content == text and rest[-1]["message_id"] == reply.pk
+
+
+async def test_a_model_error_gives_an_error_frame_in_the_connection_language(
+    member, tenant, conversation, scripted_llm
+):
+    scripted_llm.set_rules({"when": {}, "reply": {"error": {"status": 500}}})
+    socket = await _connect(member, tenant, conversation.pk, language="zh-CN,zh;q=0.9")
+    await socket.send_json_to(_send("hello"))
+    frames = await _frames_until(socket)
+    await turns.wait_turns()
+    await socket.disconnect()
+
+    assert len(await asyncio.to_thread(scripted_llm.requests)) == 3  # the factory's provider retries twice
+    assert [f["type"] for f in frames] == ["user_message", "error"]
+    error = frames[-1]
+    assert error["code"] == "provider_error"
+    assert error["message"] == message_for("provider_error", "zh-hans") != message_for("provider_error", "en")
+    assert error["message_id"] is None and error["user_message_id"] == frames[0]["message_id"]
+    user, failed = await database_sync_to_async(_messages)(tenant, conversation)
+    assert (user.role, user.content) == ("user", "hello")
+    assert (failed.status, failed.error_code) == ("error", "provider_error")
+
+
+async def test_a_dropped_stream_keeps_the_partial_reply(member, tenant, conversation, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "one two three four five six", "drop_after": 3}})
+    socket = await _connect(member, tenant, conversation.pk)
+    await socket.send_json_to(_send("count"))
+    frames = await _frames_until(socket)
+    await turns.wait_turns()
+    await socket.disconnect()
+
+    done, error = frames[-2:]
+    assert (done["type"], done["status"]) == ("done", "partial")
+    assert (error["type"], error["code"]) == ("error", "stream_dropped")
+    assert error["message"].startswith("The model's reply was cut off")
+    _user, partial = await database_sync_to_async(_messages)(tenant, conversation)
+    assert (partial.pk, partial.status, partial.error_code) == (error["message_id"], "partial", "stream_dropped")
+    assert partial.content == "".join(f["content"] for f in frames if f["type"] == "delta")
+
+
+async def test_stop_from_another_socket_stores_a_partial_reply(member, tenant, conversation, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 400, "delay": 0.01}})
+    sender = await _connect(member, tenant, conversation.pk)
+    other_tab = await _connect(member, tenant, conversation.pk)
+    await other_tab.send_json_to({"type": "catch_up", "after_seq": 0})
+    await sender.send_json_to(_send("talk a lot"))
+    for _ in range(4):
+        await other_tab.receive_json_from(timeout=5)
+    await other_tab.send_json_to({"type": "stop"})
+    frames = await _frames_until(sender)
+    await turns.wait_turns()
+    await sender.disconnect()
+    await other_tab.disconnect()
+
+    assert frames[-1]["type"] == "error" and frames[-1]["code"] == "cancelled"
+    _user, partial = await database_sync_to_async(_messages)(tenant, conversation)
+    assert (partial.status, partial.error_code) == ("partial", "cancelled")
+    assert partial.content
+    assert partial.content == "".join(f["content"] for f in frames if f["type"] == "delta")
+
+
+async def test_a_second_message_while_a_turn_runs_is_refused_as_busy(member, tenant, conversation, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 40, "delay": 0.01}})
+    socket = await _connect(member, tenant, conversation.pk)
+    await socket.send_json_to(_send("first"))
+    await socket.send_json_to(_send("second", "c-second"))
+    frames = await _frames_until(socket)
+    await turns.wait_turns()
+    await socket.disconnect()
+
+    busy = [f for f in frames if f["type"] == "error" and f["seq"] is None]
+    assert [(f["code"], f["client_id"]) for f in busy] == [("busy", "c-second")]
+    messages = await database_sync_to_async(_messages)(tenant, conversation)
+    assert [m.content for m in messages if m.role == "user"] == ["first"]
+
+
+async def test_frames_and_the_stop_flag_live_in_redis(redis_url, member, tenant, conversation, scripted_llm):
+    assert isinstance(streams.get_frame_log(), streams.RedisFrameLog)
+    socket = await _connect(member, tenant, conversation.pk)
+    await socket.send_json_to(_send("hello"))
+    frames = await _frames_until(socket)
+    await turns.wait_turns()
+    await socket.disconnect()
+    log = streams.get_frame_log()
+    assert await log.after(conversation.pk, 0) == frames
+    assert await log.last_seq(conversation.pk) == frames[-1]["seq"]
+    assert await log.running_turn(conversation.pk) is None
+
+
+async def test_a_tenant_admin_may_open_a_member_conversation(tenant_admin, tenant, conversation):
+    socket = await _connect(tenant_admin, tenant, conversation.pk)
+    await socket.disconnect()
+
+
+@pytest.mark.parametrize("who", ["other tenant admin", "other member", "anonymous", "unknown conversation"])
+async def test_others_cannot_connect(who, tenant, other_tenant, other_tenant_admin, conversation):
+    expected = 4403
+    user, active, conversation_id = None, tenant, conversation.pk
+    if who == "other tenant admin":
+        user, active = other_tenant_admin, other_tenant
+    elif who == "other member":
+        user = await database_sync_to_async(
+            lambda: MembershipFactory(tenant=tenant, role=Role.MEMBER, user=UserFactory(username="colleague")).user
+        )()
+    elif who == "anonymous":
+        expected = 4401
+    else:
+        user, conversation_id = conversation.user, conversation.pk + 1000
+    communicator = await _socket(user, active, conversation_id)
+    connected, code = await communicator.connect()
+    assert (connected, code) == (False, expected)
