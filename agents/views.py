@@ -125,12 +125,17 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = _agent_or_404(agent_id)
     versions = agent_versions(agent=agent)
     conversations = []
+    # The chat page lives on a floor above; its conversation list appears here once it exists.
     try:
-        for conversation in agent_conversations_of_user(agent=agent, user=request.user):
-            conversations.append((conversation, reverse("chat:conversation", args=[conversation.pk])))
+        reverse("chat:conversation", args=[1])
         chat_available = True
     except NoReverseMatch:
         chat_available = False
+    if chat_available:
+        conversations = [
+            (conversation, reverse("chat:conversation", args=[conversation.pk]))
+            for conversation in agent_conversations_of_user(agent=agent, user=request.user)
+        ]
     return render(
         request,
         "agents/detail.html",

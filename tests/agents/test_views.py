@@ -4,14 +4,16 @@ import datetime as dt
 
 import pytest
 from django.core.management import call_command
-from django.urls import reverse
+from django.urls import NoReverseMatch, include, path, reverse
 
 from agents.models import Agent, AgentVersion
 from agents.services import agent_publish
 from memory.models import OverflowMetric
-from tenants.models import Tenant
+from memory.services import conversation_start
+from tenants.models import Role, Tenant
 from tenants.scope import tenant_scope
 from tests.agents.factories import AgentFactory
+from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
 
 pytestmark = pytest.mark.django_db
@@ -278,3 +280,53 @@ def test_seed_demo_gives_each_tenant_published_agents_and_is_idempotent():
 
     call_command("seed_demo", password="pw-for-tests-1", stdout=open("/dev/null", "w"))  # noqa: SIM115
     assert _counts() == first
+
+
+def _chat_stub(request, conversation_id):  # pragma: no cover - only reversed, never requested
+    raise AssertionError("not requested")
+
+
+# A urlconf with a stand-in for the chat page, so the detail page's conversation list can be checked on its own.
+urlpatterns = [
+    path("chat-stub/", include(([path("<int:conversation_id>/", _chat_stub, name="conversation")], "chat"))),
+    path("", include("config.urls")),
+]
+
+
+@pytest.mark.urls("tests.agents.test_views")
+def test_detail_lists_only_the_users_own_conversations(login, member, tenant, agents):
+    agent = agents["mine"]
+    colleague = MembershipFactory(tenant=tenant, role=Role.MEMBER, user=UserFactory(username="colleague")).user
+    with tenant_scope(tenant):
+        mine = conversation_start(agent=agent, user=member, title="My solar question")
+        conversation_start(agent=agent, user=colleague, title="Colleague's private question")
+    body = login(member, tenant).get(reverse("agents:detail", args=[agent.pk]), **EN).content.decode()
+    assert "My solar question" in body
+    assert f'href="/chat-stub/{mine.pk}/"' in body
+    assert "Colleague's private question" not in body
+    assert "2 conversations in this tenant in all." in body
+
+
+def test_detail_without_the_chat_page_has_no_conversation_list(login, member, tenant, agents):
+    body = login(member, tenant).get(reverse("agents:detail", args=[agents["mine"].pk]), **EN).content.decode()
+    try:
+        reverse("chat:conversation", args=[1])
+    except NoReverseMatch:
+        assert "Your conversations with this agent" not in body
+    else:
+        assert "Your conversations with this agent" in body
+
+
+def test_pages_render_in_chinese(login, tenant_admin, tenant, agents):
+    client = login(tenant_admin, tenant)
+    agent = agents["mine"]
+    for url in (
+        reverse("agents:list"),
+        reverse("agents:create"),
+        reverse("agents:detail", args=[agent.pk]),
+        reverse("agents:edit", args=[agent.pk]),
+        reverse("agents:publish", args=[agent.pk]),
+    ):
+        response = client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans")
+        assert response.status_code == 200, url
+        assert '<html lang="zh-hans">' in response.content.decode()
