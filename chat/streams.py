@@ -21,8 +21,9 @@ MAX_FRAMES = 2000
 FRAMES_TTL = 3600
 # The seq counter outlives the frames, so numbers keep growing across turns of a long-lived page.
 COUNTER_TTL = 30 * 24 * 3600
-# A running-turn claim expires by itself if its process dies without releasing it.
-TURN_TTL = 15 * 60
+# A running-turn claim expires by itself if its process dies without releasing it; the running turn renews it
+# (chat.turns) well within this.
+TURN_TTL = 60
 STOP_TTL = 60
 
 
@@ -51,6 +52,10 @@ class FrameLog:
         raise NotImplementedError
 
     async def running_turn(self, conversation_id: int) -> int | None:
+        raise NotImplementedError
+
+    async def renew_turn(self, conversation_id: int, turn_id: int) -> None:
+        """Push back the expiry of our own claim (a heartbeat of the running turn)."""
         raise NotImplementedError
 
     async def release_turn(self, conversation_id: int, turn_id: int) -> None:
@@ -101,6 +106,10 @@ class MemoryFrameLog(FrameLog):
             return None
         return claim[0]
 
+    async def renew_turn(self, conversation_id: int, turn_id: int) -> None:
+        if self.turns.get(conversation_id, (None,))[0] == turn_id:
+            self.turns[conversation_id] = (turn_id, time.monotonic() + TURN_TTL)
+
     async def release_turn(self, conversation_id: int, turn_id: int) -> None:
         if self.turns.get(conversation_id, (None,))[0] == turn_id:
             del self.turns[conversation_id]
@@ -129,6 +138,12 @@ return seq
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+return 0
+"""
+
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
 return 0
 """
 
@@ -196,6 +211,9 @@ class RedisFrameLog(FrameLog):
     async def running_turn(self, conversation_id: int) -> int | None:
         value = await self._client().get(self._key(conversation_id, "turn"))
         return int(value) if value is not None else None
+
+    async def renew_turn(self, conversation_id: int, turn_id: int) -> None:
+        await self._client().eval(_RENEW, 1, self._key(conversation_id, "turn"), str(turn_id), TURN_TTL)
 
     async def release_turn(self, conversation_id: int, turn_id: int) -> None:
         await self._client().eval(

@@ -20,6 +20,8 @@ logger = logging.getLogger("chat.turns")
 # How often a running turn looks for a stop request in the frame log (seconds); a stop from any process is seen
 # within this delay plus one chunk of the reply.
 STOP_POLL_SECONDS = 0.1
+# How often a running turn renews its claim in the frame log (well within streams.TURN_TTL).
+RENEW_SECONDS = 10.0
 
 _tasks: set[asyncio.Task] = set()
 
@@ -101,10 +103,19 @@ async def _duplicate(log: FrameLog, conversation: Conversation, message: Message
 
 
 async def _watch_stop(log: FrameLog, conversation_id: int, turn_id: int, stop: asyncio.Event) -> None:
+    """Set `stop` when a stop is requested for this turn; meanwhile keep the turn's claim alive."""
+    loop = asyncio.get_running_loop()
+    renew_at = loop.time() + RENEW_SECONDS
     while not stop.is_set():
         await asyncio.sleep(STOP_POLL_SECONDS)
-        if await log.stop_requested(conversation_id, turn_id):
-            stop.set()
+        try:
+            if await log.stop_requested(conversation_id, turn_id):
+                stop.set()
+            if loop.time() >= renew_at:
+                await log.renew_turn(conversation_id, turn_id)
+                renew_at = loop.time() + RENEW_SECONDS
+        except Exception:  # a store hiccup must not end the turn; the next poll tries again
+            logger.warning("stop watcher: frame log unavailable conversation=%s", conversation_id, exc_info=True)
 
 
 async def _run(log: FrameLog, conversation: Conversation, message: Message, sink: ChannelSink) -> None:

@@ -266,3 +266,18 @@ async def test_others_cannot_connect(who, tenant, other_tenant, other_tenant_adm
     communicator = await _socket(user, active, conversation_id)
     connected, code = await communicator.connect()
     assert (connected, code) == (False, expected)
+
+
+async def test_turn_claims_are_exclusive_renewable_and_released_only_by_their_turn(db):
+    log = streams.get_frame_log()
+    assert await log.claim_turn(7, 70) is None
+    assert await log.claim_turn(7, 71) == 70
+    await log.renew_turn(7, 71)  # not its claim: no effect
+    await log.release_turn(7, 71)
+    assert await log.running_turn(7) == 70
+    await log.request_stop(7, 70)
+    assert await log.stop_requested(7, 70) and not await log.stop_requested(7, 71)
+    await log.renew_turn(7, 70)
+    await log.release_turn(7, 70)
+    assert await log.running_turn(7) is None and not await log.stop_requested(7, 70)
+    assert await log.claim_turn(7, 71) is None
