@@ -43,6 +43,7 @@ class AgentAdmin(TenantOwnedAdmin):
             {
                 "fields": [
                     "overflow_strategy",
+                    "overflow_preset",
                     "overflow_max_tokens",
                     "overflow_reserve_ratio",
                     "overflow_summary_threshold",
