@@ -29,8 +29,17 @@ def _isolated_streams(settings):
     settings.LLM_RETRY_BASE_DELAY = 0.01
     settings.LLM_RETRY_MAX_DELAY = 0.02
     # Conversation ids repeat across test databases: each test gets its own keys in Redis, a fresh in-process log.
-    settings.CHAT_STREAM_PREFIX = f"test-chat-{uuid.uuid4().hex[:12]}"
+    prefix = settings.CHAT_STREAM_PREFIX = f"test-chat-{uuid.uuid4().hex[:12]}"
     streams._memory_log.__init__()
+    yield
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        keys = list(client.scan_iter(f"{prefix}:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
 
 
 @pytest.fixture
