@@ -137,7 +137,7 @@ async def _resume_seq(conversation_id: int) -> int:
         return last
     # A reply is being written: the page has its user message (stored) but not the reply, so the socket
     # replays from that turn's user_message frame on.
-    for frame in await log.after(conversation_id, 0):
+    for frame in reversed(await log.after(conversation_id, 0)):
         if frame.get("type") == "user_message" and frame.get("message_id") == running:
             return int(frame["seq"])
     return last

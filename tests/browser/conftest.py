@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import uuid
 
 import pytest
 
@@ -122,10 +123,13 @@ def _asgi_server(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture
-def asgi_live_server(_asgi_server, transactional_db):
+def asgi_live_server(_asgi_server, transactional_db, settings):
     """Like pytest-django's `live_server`, but ASGI: websockets are served (pytest-django's server is WSGI only).
 
     Daphne runs in a thread of this process, so it shares the test database (SQLite in memory included) and the
     in-memory channel layer. Twisted's reactor cannot restart, so one server lives for the whole session.
     """
+    # A fresh chat frame log in Redis for each test: a recreated test database reuses conversation ids, and an
+    # earlier run's frames or running-turn claim for the same id must not leak in.
+    settings.CHAT_STREAM_PREFIX = f"chat-test-{uuid.uuid4().hex[:12]}"
     return _asgi_server

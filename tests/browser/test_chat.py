@@ -6,10 +6,13 @@ import re
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from agents.models import Agent
 from agents.services import agent_create, agent_publish
 from memory.models import Conversation, Message
+from memory.services import conversation_start
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
@@ -104,3 +107,27 @@ def test_member_chats_and_the_reply_streams_in(asgi_live_server, demo, page_for)
     response = other.goto(f"{base}/chat/{conversation_id}/")
     assert response.status == 404
     assert "你好" not in other.content()
+
+
+def test_a_reload_while_the_reply_is_written_shows_it_once_and_whole(asgi_live_server, demo, page_for):
+    base = asgi_live_server.url
+    with tenant_scope(demo):
+        agent = Agent.objects.get(name=AGENT_NAME)
+        conversation = conversation_start(agent=agent, user=get_user_model().objects.get(username="energy-admin"))
+    page = page_for("zh-CN")
+    _log_in(page, base, "energy-admin")
+    page.goto(f"{base}/chat/{conversation.pk}/")
+    page.fill("#chat-input", "你好")
+    page.press("#chat-input", "Enter")
+    page.wait_for_function("() => (document.querySelector('.chat-streaming .chat-body') || {}).textContent")
+    # Closing the tab mid-reply and coming back: the reply goes on, the page catches up from the turn's start.
+    page.reload()
+    # The first assistant bubble: streaming again from the catch-up, or (if the reply ended first) the stored one.
+    resumed_mid_reply = "chat-streaming" in (page.wait_for_selector(".chat-assistant").get_attribute("class") or "")
+    page.wait_for_selector(".chat-assistant .chat-usage", timeout=20_000)
+    with tenant_scope(demo):
+        stored = Message.objects.get(conversation=conversation, role="assistant").content
+    assert page.locator(".chat-assistant").count() == 1
+    assert page.locator(".chat-user").count() == 1
+    assert page.locator(".chat-assistant .chat-body").inner_text().strip() == stored.strip()
+    assert resumed_mid_reply, "the reply ended before the page came back: nothing was caught up"
