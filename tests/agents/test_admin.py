@@ -6,18 +6,8 @@ from django.urls import reverse
 from agents.models import Agent
 from agents.services import agent_publish
 from tenants.scope import all_tenants, tenant_scope
-from tests.agents.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def agents(tenant, other_tenant):
-    with tenant_scope(tenant):
-        mine = AgentFactory(tenant=tenant, name="Solar advisor")
-    with tenant_scope(other_tenant):
-        theirs = AgentFactory(tenant=other_tenant, name="Noodle chef")
-    return {"mine": mine, "theirs": theirs}
 
 
 def _form(**overrides):

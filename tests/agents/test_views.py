@@ -36,15 +36,6 @@ def provider(tenant):
         )
 
 
-@pytest.fixture
-def agents(tenant, other_tenant):
-    with tenant_scope(tenant):
-        mine = AgentFactory(tenant=tenant, name="Solar advisor")
-    with tenant_scope(other_tenant):
-        theirs = AgentFactory(tenant=other_tenant, name="Noodle chef")
-    return {"mine": mine, "theirs": theirs}
-
-
 def _form(**overrides):
     data = {
         "name": "Grid helper",

@@ -7,8 +7,6 @@ import uuid
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
-from django.test import Client
 
 from agents.services import agent_create
 from chat import streams, turns
@@ -20,6 +18,7 @@ from tenants.models import Role
 from tenants.scope import tenant_scope
 from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
+from tests.websockets import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,20 +49,10 @@ def conversation(tenant, member, scripted_llm):
         return conversation_start(agent=agent, user=member)
 
 
-def _session_cookie(user, tenant=None) -> bytes:
-    client = Client()
-    client.force_login(user)
-    if tenant is not None:
-        session = client.session
-        session["active_tenant_id"] = tenant.pk
-        session.save()
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
-
-
 async def _socket(user, tenant, conversation_id, language="en") -> WebsocketCommunicator:
     headers = [(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"accept-language", language.encode())]
     if user is not None:
-        headers.append((b"cookie", await database_sync_to_async(_session_cookie)(user, tenant)))
+        headers.append((b"cookie", await database_sync_to_async(session_cookie)(user, tenant)))
     return WebsocketCommunicator(application, f"/ws/chat/{conversation_id}/", headers=headers)
 
 

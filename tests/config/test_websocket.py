@@ -4,22 +4,11 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
-from django.test import Client
 
 from config.asgi import application
+from tests.websockets import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _session_cookie(user, tenant=None) -> bytes:
-    client = Client()
-    client.force_login(user)
-    if tenant is not None:
-        session = client.session
-        session["active_tenant_id"] = tenant.pk
-        session.save()
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
 
 
 def _communicator(cookie: bytes | None, origin: bytes = b"http://testserver") -> WebsocketCommunicator:
@@ -31,7 +20,7 @@ def _communicator(cookie: bytes | None, origin: bytes = b"http://testserver") ->
 
 async def test_message_round_trips_through_the_redis_channel_layer(redis_url, member, tenant):
     assert type(get_channel_layer()).__name__ == "RedisChannelLayer"
-    cookie = await database_sync_to_async(_session_cookie)(member, tenant)
+    cookie = await database_sync_to_async(session_cookie)(member, tenant)
     communicator = _communicator(cookie)
     connected, _ = await communicator.connect()
     assert connected
@@ -49,7 +38,7 @@ async def test_anonymous_socket_is_closed(db):
 
 
 async def test_socket_from_a_foreign_origin_is_refused(member, tenant):
-    cookie = await database_sync_to_async(_session_cookie)(member, tenant)
+    cookie = await database_sync_to_async(session_cookie)(member, tenant)
     communicator = _communicator(cookie, origin=b"http://evil.example")
     connected, _ = await communicator.connect()
     assert not connected
