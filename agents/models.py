@@ -26,7 +26,16 @@ class AgentKind(models.TextChoices):
 
 
 # The configuration a version freezes; AgentVersion.snapshot holds these keys (plus provider_id).
-SNAPSHOT_FIELDS = ("name", "description", "system_prompt", "model", "temperature", "kind", "token_overflow_config")
+SNAPSHOT_FIELDS = (
+    "name",
+    "description",
+    "system_prompt",
+    "model",
+    "temperature",
+    "kind",
+    "tools",
+    "token_overflow_config",
+)
 
 
 class Agent(TenantOwned):
@@ -53,6 +62,12 @@ class Agent(TenantOwned):
         _("temperature"), default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
     )
     kind = models.CharField(_("kind"), max_length=20, choices=AgentKind.choices, default=AgentKind.CHAT)
+    tools = models.JSONField(
+        _("tools"),
+        default=list,
+        blank=True,
+        help_text=_("Names of the tools the agent may call; the model is offered these and no others."),
+    )
     token_overflow_config = models.JSONField(
         _("token overflow"),
         default=default_overflow_config,
@@ -74,6 +89,13 @@ class Agent(TenantOwned):
 
     def clean(self) -> None:
         super().clean()
+        from agents.tools import get_tool
+
+        if not isinstance(self.tools, list) or not all(isinstance(name, str) for name in self.tools):
+            raise ValidationError({"tools": _("Give the tools as a list of tool names.")})
+        unknown = [name for name in self.tools if get_tool(name) is None]
+        if unknown:
+            raise ValidationError({"tools": _("Unknown tools: %(names)s.") % {"names": ", ".join(unknown)}})
         try:
             self.token_overflow_config = OverflowConfig.from_dict(self.token_overflow_config).to_dict()
         except OverflowConfigError as exc:
