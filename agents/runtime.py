@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from llm import errors
-from llm.client import Finished, TextDelta, ToolCallsReady, ToolCallStarted, database_sync_to_async, stream_chat
+from llm.client import database_sync_to_async
 from llm.errors import LLMError
 from llm.models import ModelProvider
 from llm.selectors import default_provider
@@ -42,6 +43,10 @@ class TurnSetup:
     temperature: float | None
     messages: list[dict[str, Any]]
     strategy: dict[str, Any]
+    tools: list[Any] = field(default_factory=list)
+    text_protocol: bool = False
+    tool_context: dict[str, Any] = field(default_factory=dict)
+    language: str = "en"
 
 
 def _snapshot(conversation: Conversation) -> dict[str, Any]:
@@ -49,16 +54,49 @@ def _snapshot(conversation: Conversation) -> dict[str, Any]:
     return version.snapshot if version is not None else conversation.agent.snapshot()
 
 
+def _language(snapshot: dict[str, Any]) -> str:
+    """The conversation's language for tool descriptions: Chinese when the agent's prompt is, else the active one."""
+    from django.utils.translation import get_language
+
+    prompt = snapshot.get("system_prompt") or ""
+    if any("\u4e00" <= char <= "\u9fff" for char in prompt):
+        return "zh-hans"
+    return get_language() or "en"
+
+
+def _stored_tool_context(conversation: Conversation) -> dict[str, Any]:
+    # Read afresh: conversation.context may be a cached instance from an earlier turn.
+    from memory.models import ConversationContext
+
+    value = ConversationContext.objects.filter(conversation=conversation).values_list("tool_context", flat=True).first()
+    return value if isinstance(value, dict) else {}
+
+
 def turn_setup(*, conversation: Conversation) -> TurnSetup:
-    """The model, its parameters and the context (one system message first) of the conversation's next turn."""
+    """The model, its parameters, the agent's tools and the context (one system message first) of the next turn.
+
+    For a model whose provider entry says `function_calling: false`, the agent's tools are offered through seed 1's
+    text protocol: its prompt becomes the system prompt and the history is written in the protocol's text.
+    """
+    from agents import textprotocol
+    from agents.tools import tools_for
+
     snapshot = _snapshot(conversation)
     tenant = conversation.tenant  # loaded here, so the async caller reads it without a query
     provider = conversation.provider or default_provider(tenant=tenant)
     model = conversation.model or snapshot.get("model") or (provider.default_chat_model if provider else "")
-    built = context_build(conversation=conversation, system_prompt=snapshot.get("system_prompt") or "", model=model)
+    tools = tools_for(snapshot.get("tools") or [])
+    language = _language(snapshot)
+    text_protocol = bool(tools) and provider is not None and not provider.supports_function_calling(model)
+    prompt = snapshot.get("system_prompt") or ""
+    if text_protocol:
+        prompt = textprotocol.system_prompt(role=prompt, tools=tools, language=language)
+    built = context_build(conversation=conversation, system_prompt=prompt, model=model)
     window = built.window
+    messages = textprotocol.to_text_messages(built.messages) if text_protocol else built.messages
+    context = conversation.context
     strategy = {
-        "name": conversation.context.strategy,
+        "name": context.strategy,
         "triggered": window.triggered,
         "tokens_saved": window.tokens_saved,
         "summarized": bool(window.summarize_ids),
@@ -68,8 +106,12 @@ def turn_setup(*, conversation: Conversation) -> TurnSetup:
         provider=provider,
         model=model,
         temperature=float(temperature) if temperature is not None else None,
-        messages=built.messages,
+        messages=messages,
         strategy=strategy,
+        tools=tools,
+        text_protocol=text_protocol,
+        tool_context=dict(_stored_tool_context(conversation) if tools else {}),
+        language=language,
     )
 
 
@@ -82,6 +124,19 @@ def _no_provider() -> LLMError:
     )
 
 
+TurnRunner = Callable[..., Awaitable[Message]]
+_runners: dict[str, TurnRunner] = {}
+
+
+def register_turn_runner(kind: str, runner: TurnRunner) -> None:
+    """Let `runner` answer the turns of agents of `kind`. It is called with the keywords of `run_turn`."""
+    _runners[kind] = runner
+
+
+def _agent_kind(conversation: Conversation) -> str:
+    return str(_snapshot(conversation).get("kind") or "chat")
+
+
 async def run_turn(
     *,
     conversation: Conversation,
@@ -92,94 +147,17 @@ async def run_turn(
 ) -> Message:
     """Answer the stored `user_message`: stream frames to `sink`, store and return the assistant message.
 
-    Never raises for a model failure: the reply is stored partial (or as an error) with its code and an error frame
-    ends the turn. Setting `stop` ends the reply at the next chunk with code `cancelled`. Cancelling the task stores
-    what arrived (code `cancelled`) and re-raises.
+    The runner registered for the agent's kind (from the conversation's version snapshot) does the work; chat and
+    ReAct agents, and any unregistered kind, use the tool loop (agents.toolloop). Never raises for a model
+    failure: the reply is stored partial (or as an error) with its code and an error frame ends the turn. Setting
+    `stop` ends the reply at the next chunk with code `cancelled`. Cancelling the task stores what arrived (code
+    `cancelled`) and re-raises.
     """
-    parts: list[str] = []
-    setup: TurnSetup | None = None
-    try:
-        setup = await database_sync_to_async(turn_setup)(conversation=conversation)
-        if setup.provider is None:
-            raise _no_provider()
-        if stop is not None and stop.is_set():
-            raise LLMError(errors.CANCELLED)
-        finished: Finished | None = None
-        async for event in stream_chat(
-            tenant=conversation.tenant,
-            provider=setup.provider,
-            model=setup.model,
-            messages=setup.messages,
-            temperature=setup.temperature,
-            agent_id=conversation.agent_id,
-            conversation_id=conversation.pk,
-            cancel=stop,
-        ):
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-                await sink.emit({"type": "delta", "index": index, "content": event.text})
-            elif isinstance(event, ToolCallStarted):
-                await sink.emit(
-                    {"type": "tool", "index": index, "name": event.name, "status": "started", "arguments": {}}
-                )
-            elif isinstance(event, ToolCallsReady):
-                # Tools run in a later issue: the calls are shown as progress and the turn ends with the text.
-                for call in event.tool_calls:
-                    await sink.emit(
-                        {
-                            "type": "tool",
-                            "index": index,
-                            "name": call.name,
-                            "status": "completed",
-                            "arguments": call.parsed_arguments or {},
-                        }
-                    )
-            elif isinstance(event, Finished):
-                finished = event
-    except LLMError as exc:
-        text = exc.partial_text or "".join(parts)
-        return await _failed(conversation, user_message, sink, index, text, exc.code, setup=setup)
-    except asyncio.CancelledError:
-        await asyncio.shield(
-            _failed(conversation, user_message, sink, index, "".join(parts), errors.CANCELLED, setup=setup, emit=False)
-        )
-        raise
-    except Exception:
-        logger.exception("turn failed conversation=%s", conversation.pk)
-        return await _failed(
-            conversation, user_message, sink, index, "".join(parts), errors.PROVIDER_ERROR, setup=setup
-        )
+    from agents.toolloop import run_tool_loop
 
-    assert finished is not None  # stream_chat always ends with Finished or raises
-    text = finished.text
-    usage = {
-        "prompt_tokens": finished.usage.prompt_tokens,
-        "completion_tokens": finished.usage.completion_tokens,
-        "llm_call_id": await finished.recorded(),
-    }
-    message = await database_sync_to_async(assistant_message_finish)(
-        conversation=conversation, content=text, usage=usage
-    )
-    await sink.emit(
-        {
-            "type": "step",
-            "index": index,
-            "status": "completed",
-            "agentChatResponse": {"content": text, "intent": "chat", "data": {}},
-        }
-    )
-    await sink.emit(
-        {
-            "type": "done",
-            "index": index,
-            "message_id": message.pk,
-            "status": MessageStatus.COMPLETE,
-            "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"]},
-            "content": text,
-            "strategy": setup.strategy,
-        }
-    )
-    return message
+    kind = await database_sync_to_async(_agent_kind)(conversation)
+    runner = _runners.get(kind, run_tool_loop)
+    return await runner(conversation=conversation, user_message=user_message, sink=sink, stop=stop, index=index)
 
 
 async def _failed(

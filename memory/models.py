@@ -140,6 +140,12 @@ class ConversationContext(TenantOwned):
     summarized_through = models.BigIntegerField(_("summarised through message"), null=True, blank=True)
     summary_pending = models.BooleanField(_("summary pending"), default=False)
     summary_queued_at = models.DateTimeField(_("summary queued"), null=True, blank=True)
+    tool_context = models.JSONField(
+        _("tool context"),
+        default=dict,
+        blank=True,
+        help_text=_("What the conversation's tools returned as context (A5); passed to later tools, never prompted."),
+    )
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 
     class Meta:

@@ -153,6 +153,38 @@ def assistant_message_finish(
     )
 
 
+def tool_exchange_add(
+    *,
+    conversation: Conversation,
+    content: str,
+    tool_calls: list[dict],
+    results: Sequence[tuple[str, str]],
+    usage: dict[str, Any] | None = None,
+    tool_context: dict[str, Any] | None = None,
+) -> list[Message]:
+    """Store one round of tool use in one transaction: the assistant message with its `tool_calls`, then one tool
+    message per `(tool_call_id, content)` in `results`, so history and the overflow strategies see them paired.
+    `tool_context`, when given, becomes the conversation's tool context (A5)."""
+    with transaction.atomic():
+        stored = [
+            message_add(
+                conversation=conversation, role=Role.ASSISTANT, content=content, tool_calls=tool_calls, usage=usage
+            )
+        ]
+        stored += [
+            message_add(conversation=conversation, role=Role.TOOL, content=text, tool_call_id=call_id)
+            for call_id, text in results
+        ]
+        if tool_context is not None:
+            ConversationContext.objects.filter(conversation=conversation).update(tool_context=tool_context)
+    return stored
+
+
+def conversation_tool_context_set(*, conversation: Conversation, tool_context: dict[str, Any]) -> None:
+    """Keep the turn's tool context for the conversation's next turns."""
+    ConversationContext.objects.filter(conversation=conversation).update(tool_context=tool_context)
+
+
 def overflow_metric_add(
     *, tenant_id: int, agent_id: int, triggers: int = 0, summaries_made: int = 0, summaries_failed: int = 0,
     tokens_saved: int = 0,

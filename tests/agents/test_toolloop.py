@@ -1,0 +1,271 @@
+"""The tool loop with function calling, against the scripted OpenAI-compatible server."""
+
+import asyncio
+import json
+
+import pytest
+from channels.db import database_sync_to_async
+
+from agents import runtime
+from agents.runtime import register_turn_runner, run_turn
+from agents.services import agent_create
+from agents.tools import ToolResult, python_tool
+from llm.client import flush_records
+from memory.models import ConversationContext, Message
+from memory.services import conversation_start, message_add
+from tenants.scope import tenant_scope
+from tests.llm.factories import ModelProviderFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RUNS: list[tuple[str, dict]] = []
+
+
+@python_tool(
+    name="tl_weather",
+    description_en="The weather in a city.",
+    description_zh="查询城市天气。",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string", "description": "City name"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    },
+)
+def tl_weather(city, days=1, call=None):
+    RUNS.append(("tl_weather", {"city": city, "days": days, "context": dict(call.context)}))
+    return ToolResult(content=f"Sunny in {city}", context={"weather_city": city})
+
+
+@python_tool(
+    name="tl_forecast",
+    description_en="A forecast for the city the weather tool looked up.",
+    parameters={"type": "object", "properties": {}},
+)
+def tl_forecast(call):
+    RUNS.append(("tl_forecast", {"context": dict(call.context)}))
+    return {"city": call.context.get("weather_city"), "forecast": "rain"}
+
+
+@python_tool(name="tl_secret", description_en="Not configured for the agent.")
+def tl_secret():
+    RUNS.append(("tl_secret", {}))
+    return "secret"
+
+
+@python_tool(name="tl_ask", description_en="Asks the user.", parameters={"type": "object", "properties": {}})
+def tl_ask():
+    RUNS.append(("tl_ask", {}))
+    return ToolResult(content="asked", ask_user="Which city do you mean?")
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    RUNS.clear()
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.frames: list[dict] = []
+
+    async def emit(self, frame: dict) -> dict:
+        frame = {"seq": len(self.frames) + 1, **frame}
+        self.frames.append(frame)
+        return frame
+
+    def of(self, kind: str) -> list[dict]:
+        return [frame for frame in self.frames if frame["type"] == kind]
+
+
+@pytest.fixture
+def make_conversation(tenant, member, scripted_llm):
+    def _make(tools=("tl_weather", "tl_forecast", "tl_ask"), kind="chat"):
+        with tenant_scope(tenant):
+            ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True,
+                                 max_retries=0)  # fmt: skip
+            agent = agent_create(
+                tenant=tenant, name="Weather", system_prompt="You report the weather.", model="gpt-4",
+                kind=kind, token_overflow_config={"strategy": "none"},
+            )  # fmt: skip
+            agent.tools = list(tools)
+            agent.full_clean()
+            agent.save()
+            return conversation_start(agent=agent, user=member)
+
+    return database_sync_to_async(_make)
+
+
+async def _turn(tenant, conversation, text):
+    def add():
+        with tenant_scope(tenant):
+            return message_add(conversation=conversation, role="user", content=text)
+
+    user = await database_sync_to_async(add)()
+    sink = Collector()
+    with tenant_scope(tenant):
+        reply = await run_turn(conversation=conversation, user_message=user, sink=sink)
+        await flush_records()
+    return reply, sink
+
+
+def _messages(tenant, conversation):
+    with tenant_scope(tenant):
+        return list(Message.objects.filter(conversation=conversation).order_by("id"))
+
+
+async def _requests(scripted_llm):
+    return [r["body"] for r in await asyncio.to_thread(scripted_llm.requests)]
+
+
+def call(name, arguments, **extra):
+    return {"name": name, "arguments": arguments, **extra}
+
+
+async def test_a_tool_call_runs_the_tool_and_the_answer_streams(tenant, make_conversation, scripted_llm):
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False}, "reply": {"tool_calls": [call("tl_weather", {"city": "Paris"})]}},
+        {"when": {"has_tool_results": True}, "reply": {"text": "It is sunny in Paris.", "chunk_size": 5}},
+    )
+    conversation = await make_conversation()
+    reply, sink = await _turn(tenant, conversation, "Weather in Paris?")
+
+    assert RUNS == [("tl_weather", {"city": "Paris", "days": 1, "context": {}})]
+    assert "".join(f["content"] for f in sink.of("delta")) == "It is sunny in Paris."
+    tools = sink.of("tool")
+    assert [t["status"] for t in tools] == ["started", "completed"]
+    assert tools[1]["arguments"] == {"city": "Paris"} and tools[1]["result"] == "Sunny in Paris"
+    assert sink.frames[-1]["type"] == "done" and reply.content == "It is sunny in Paris."
+    first, second = await _requests(scripted_llm)
+    assert [t["function"]["name"] for t in first["tools"]] == ["tl_weather", "tl_forecast", "tl_ask"]
+    assert second["messages"][-1]["role"] == "tool" and second["messages"][-1]["content"] == "Sunny in Paris"
+    assert [m["role"] for m in second["messages"]].count("system") == 1
+    rows = await database_sync_to_async(_messages)(tenant, conversation)
+    assert [m.role for m in rows] == ["user", "assistant", "tool", "assistant"]
+    assert rows[2].tool_call_id == rows[1].tool_calls[0]["id"]
+
+
+async def test_a_missing_required_argument_is_asked_for_and_nothing_runs(tenant, make_conversation, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Which city?"}})
+    conversation = await make_conversation()
+    reply, sink = await _turn(tenant, conversation, "What's the weather?")
+    assert RUNS == [] and reply.content == "Which city?" and not sink.of("tool")
+
+
+async def test_an_invalid_argument_goes_back_to_the_model_and_the_repaired_call_runs(
+    tenant, make_conversation, scripted_llm
+):
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False}, "reply": {"tool_calls": [call("tl_weather", {"city": 42})]}},
+        {
+            "when": {"last_message": "invalid arguments"},
+            "reply": {"tool_calls": [call("tl_weather", {"city": "Oslo"})]},
+        },
+        {"when": {}, "reply": {"text": "Sunny in Oslo."}},
+    )
+    conversation = await make_conversation()
+    reply, sink = await _turn(tenant, conversation, "Weather?")
+    assert RUNS == [("tl_weather", {"city": "Oslo", "days": 1, "context": {}})]
+    bodies = await _requests(scripted_llm)
+    error = bodies[1]["messages"][-1]
+    assert error["role"] == "tool" and "city" in error["content"] and "is not of type 'string'" in error["content"]
+    assert [t["status"] for t in sink.of("tool") if t["status"] != "started"] == ["failed", "completed"]
+    assert reply.content == "Sunny in Oslo."
+
+
+async def test_invalid_json_counts_as_invalid(tenant, make_conversation, scripted_llm):
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False},
+         "reply": {"tool_calls": [call("tl_weather", {"city": "Oslo"})], "malformed_tool_json": True}},
+        {"when": {}, "reply": {"text": "Sorry."}},
+    )  # fmt: skip
+    conversation = await make_conversation()
+    await _turn(tenant, conversation, "Weather?")
+    assert RUNS == []
+    assert "Invalid JSON" in (await _requests(scripted_llm))[1]["messages"][-1]["content"]
+
+
+async def test_a_tool_the_agent_lacks_is_refused(tenant, make_conversation, scripted_llm):
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False}, "reply": {"tool_calls": [call("tl_secret", {})]}},
+        {"when": {}, "reply": {"text": "I cannot."}},
+    )
+    conversation = await make_conversation()
+    await _turn(tenant, conversation, "secret please")
+    assert RUNS == []
+    result = (await _requests(scripted_llm))[1]["messages"][-1]["content"]
+    assert "tool tl_secret is not available to this agent" in result
+
+
+async def test_parallel_calls_both_run_and_are_stored_paired(tenant, make_conversation, scripted_llm):
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False},
+         "reply": {"tool_calls": [call("tl_weather", {"city": "Rome"}), call("tl_weather", {"city": "Nice"})],
+                   "interleave_tool_calls": True}},
+        {"when": {}, "reply": {"text": "Both sunny."}},
+    )  # fmt: skip
+    conversation = await make_conversation()
+    await _turn(tenant, conversation, "Rome and Nice?")
+    assert sorted(run[1]["city"] for run in RUNS) == ["Nice", "Rome"]
+    rows = await database_sync_to_async(_messages)(tenant, conversation)
+    assert [m.role for m in rows] == ["user", "assistant", "tool", "tool", "assistant"]
+    ids = [c["id"] for c in rows[1].tool_calls]
+    assert [rows[2].tool_call_id, rows[3].tool_call_id] == ids
+    assert [rows[2].content, rows[3].content] == ["Sunny in Rome", "Sunny in Nice"]
+
+
+async def test_tool_context_flows_to_the_next_tool_without_the_prompt(tenant, make_conversation, scripted_llm):
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False}, "reply": {"tool_calls": [call("tl_weather", {"city": "Lima"})]}},
+        {"when": {"last_message": "Sunny in"}, "reply": {"tool_calls": [call("tl_forecast", {})]}},
+        {"when": {}, "reply": {"text": "Rain tomorrow."}},
+    )
+    conversation = await make_conversation()
+    await _turn(tenant, conversation, "Lima?")
+    assert RUNS[1] == ("tl_forecast", {"context": {"weather_city": "Lima"}})
+    for body in await _requests(scripted_llm):
+        assert "weather_city" not in json.dumps(body)
+
+    def kept():
+        with tenant_scope(tenant):
+            return ConversationContext.objects.get(conversation=conversation).tool_context
+
+    assert await database_sync_to_async(kept)() == {"weather_city": "Lima"}
+    # The next turn of the conversation starts with it.
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False}, "reply": {"tool_calls": [call("tl_forecast", {})]}},
+        {"when": {}, "reply": {"text": "Still rain."}},
+    )
+    await _turn(tenant, conversation, "And now?")
+    assert RUNS[-1] == ("tl_forecast", {"context": {"weather_city": "Lima"}})
+
+
+async def test_the_iteration_limit_ends_the_loop(tenant, make_conversation, scripted_llm, settings):
+    settings.AGENT_MAX_TOOL_ITERATIONS = 2
+    scripted_llm.set_rules({"when": {}, "reply": {"tool_calls": [call("tl_weather", {"city": "Bern"})]}})
+    conversation = await make_conversation()
+    reply, sink = await _turn(tenant, conversation, "Loop!")
+    assert len(RUNS) == 2 and len(await _requests(scripted_llm)) == 3
+    assert "2 rounds of tool calls" in reply.content and sink.frames[-1]["type"] == "done"
+
+
+async def test_ask_user_ends_the_turn_with_the_question(tenant, make_conversation, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"tool_calls": [call("tl_ask", {})]}})
+    conversation = await make_conversation()
+    reply, sink = await _turn(tenant, conversation, "Weather")
+    assert reply.content == "Which city do you mean?" and len(await _requests(scripted_llm)) == 1
+    assert "".join(f["content"] for f in sink.of("delta")) == "Which city do you mean?"
+    rows = await database_sync_to_async(_messages)(tenant, conversation)
+    assert [m.role for m in rows] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_registered_runner_answers_its_kind(tenant, make_conversation, scripted_llm, monkeypatch):
+    monkeypatch.setattr(runtime, "_runners", dict(runtime._runners))
+    seen = []
+
+    async def runner(**kwargs):
+        seen.append(kwargs["conversation"].pk)
+        return kwargs["user_message"]
+
+    register_turn_runner("planner", runner)
+    conversation = await make_conversation(tools=(), kind="planner")
+    await _turn(tenant, conversation, "hi")
+    assert seen == [conversation.pk] and await _requests(scripted_llm) == []
