@@ -56,7 +56,7 @@ FIELD_STRATEGIES: dict[str, tuple[str, ...]] = {
 PRESET_TOKENS = {key: tokens for key, _label, tokens in MODEL_PRESETS}
 
 # What the pages pass to the services (agent_create / agent_update).
-SERVICE_FIELDS = ("description", "system_prompt", "provider", "model", "temperature", "kind", "active")
+SERVICE_FIELDS = ("description", "system_prompt", "provider", "model", "temperature", "kind", "tools", "active")
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,20 @@ class ModelOption:
     context_window: int | None
 
 
+def tool_choices() -> list[tuple[str, str]]:
+    """Every registered tool as a checkbox choice: its name and its description in the active language."""
+    from agents.tools import all_tools
+
+    return [(tool.name, f"{tool.name} — {tool.description()}") for tool in all_tools()]
+
+
 class AgentForm(forms.ModelForm):
+    tools = forms.MultipleChoiceField(
+        label=_("tools"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("The tools the agent may call; the model is offered these and no others."),
+    )
     overflow_strategy = forms.ChoiceField(
         label=_("token overflow strategy"),
         choices=[(value, label) for value, label, _help in STRATEGY_CHOICES],
@@ -130,11 +143,13 @@ class AgentForm(forms.ModelForm):
             "provider",
             "model",
             "temperature",
+            "tools",
         ]
 
     def __init__(self, *args, tenant: Tenant | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.tenant = tenant
+        self.fields["tools"].choices = tool_choices()
         if self.instance.pk:
             try:
                 config = OverflowConfig.from_dict(self.instance.token_overflow_config).to_dict()

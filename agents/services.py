@@ -19,6 +19,7 @@ EDITABLE_FIELDS = (
     "model",
     "temperature",
     "kind",
+    "tools",
     "token_overflow_config",
     "active",
 )

@@ -269,3 +269,31 @@ async def test_a_registered_runner_answers_its_kind(tenant, make_conversation, s
     conversation = await make_conversation(tools=(), kind="planner")
     await _turn(tenant, conversation, "hi")
     assert seen == [conversation.pk] and await _requests(scripted_llm) == []
+
+
+# --- the agent pages: the tools field and the detail list ---------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_form_offers_the_registered_tools_and_saves_the_choice(login, tenant_admin, tenant):
+    from django.urls import reverse
+
+    from agents.models import Agent
+    from tests.agents.test_views import EN, _form
+
+    client = login(tenant_admin, tenant)
+    page = client.get(reverse("agents:create"), **EN).content.decode()
+    assert 'value="tl_weather"' in page and "The weather in a city." in page
+    zh = client.get(reverse("agents:create"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "查询城市天气。" in zh
+
+    response = client.post(reverse("agents:create"), _form(tools=["tl_weather", "tl_ask"]), **EN)
+    assert response.status_code == 302
+    with tenant_scope(tenant):
+        agent = Agent.objects.get(name="Grid helper")
+    assert agent.tools == ["tl_weather", "tl_ask"]
+    detail = client.get(reverse("agents:detail", args=[agent.pk]), **EN).content.decode()
+    assert "tl_weather</code> — The weather in a city." in detail and "tl_forecast" not in detail
+
+    response = client.post(reverse("agents:edit", args=[agent.pk]), _form(tools=["no_such_tool"]), **EN)
+    assert response.status_code == 200 and "no_such_tool" in str(response.context["form"].errors["tools"])
