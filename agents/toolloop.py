@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -139,7 +139,11 @@ class _Loop:
                 )
                 repairs = 0
             else:
-                calls = finished.tool_calls
+                # Some servers leave ids out; the stored pairs need them.
+                calls = tuple(
+                    call if call.id else replace(call, id=f"call_{uuid.uuid4().hex[:20]}")
+                    for call in finished.tool_calls
+                )
                 if not calls:
                     return await self._finish(finished.text)
             if rounds >= max_iterations():
