@@ -9,7 +9,7 @@ from channels.db import database_sync_to_async
 from agents import runtime
 from agents.runtime import register_turn_runner, run_turn
 from agents.services import agent_create
-from agents.tools import ToolResult, python_tool
+from agents.tools import ToolError, ToolResult, python_tool
 from llm.client import flush_records
 from memory.models import ConversationContext, Message
 from memory.services import conversation_start, message_add
@@ -56,6 +56,18 @@ def tl_secret():
 def tl_ask():
     RUNS.append(("tl_ask", {}))
     return ToolResult(content="asked", ask_user="Which city do you mean?")
+
+
+@python_tool(name="tl_slow", description_en="Takes its time.", parameters={"type": "object", "properties": {}})
+async def tl_slow():
+    await asyncio.sleep(5)
+    RUNS.append(("tl_slow", {}))
+
+
+@python_tool(name="tl_broken", description_en="Refuses.", parameters={"type": "object", "properties": {}})
+def tl_broken():
+    RUNS.append(("tl_broken", {}))
+    raise ToolError("the kitchen is closed")
 
 
 @pytest.fixture(autouse=True)
@@ -269,6 +281,22 @@ async def test_a_registered_runner_answers_its_kind(tenant, make_conversation, s
     conversation = await make_conversation(tools=(), kind="planner")
     await _turn(tenant, conversation, "hi")
     assert seen == [conversation.pk] and await _requests(scripted_llm) == []
+
+
+async def test_a_slow_tool_times_out_and_a_tool_error_goes_back_to_the_model(
+    tenant, make_conversation, scripted_llm, settings
+):
+    settings.AGENT_TOOL_TIMEOUT = 0.05
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False}, "reply": {"tool_calls": [call("tl_slow", {}), call("tl_broken", {})]}},
+        {"when": {}, "reply": {"text": "Sorry."}},
+    )
+    conversation = await make_conversation(tools=("tl_slow", "tl_broken"))
+    reply, sink = await _turn(tenant, conversation, "go")
+    results = [m["content"] for m in (await _requests(scripted_llm))[1]["messages"] if m["role"] == "tool"]
+    assert results == ["Error: tl_slow did not answer within 0.05 seconds.", "Error: the kitchen is closed"]
+    assert [f["status"] for f in sink.of("tool") if f["status"] != "started"] == ["failed", "failed"]
+    assert RUNS == [("tl_broken", {})] and reply.content == "Sorry."
 
 
 # --- the agent pages: the tools field and the detail list ---------------------------------------------------------
