@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agents.forms import AgentForm
-from agents.models import Agent, AgentVersion
+from agents.models import Agent, AgentVersion, ToolHttpAllowedHost
 from agents.services import agent_publish
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
 
@@ -63,3 +63,10 @@ class AgentAdmin(TenantOwnedAdmin):
             ngettext("Published %(count)d agent.", "Published %(count)d agents.", count) % {"count": count},
             messages.SUCCESS,
         )
+
+
+@admin.register(ToolHttpAllowedHost)
+class ToolHttpAllowedHostAdmin(TenantOwnedAdmin):
+    list_display = ["host", "note", "created_at"]
+    search_fields = ["host", "note"]
+    fields = ["tenant", "host", "note"]

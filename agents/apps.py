@@ -9,6 +9,7 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents.demo import seed_demo_agents
+        from agents.tools import builtin  # noqa: F401 - registers the built-in tools
         from tenants.demo import register_demo_seeder
         from tenants.navigation import HomeCard, register_card
 

@@ -149,3 +149,46 @@ class AgentVersion(TenantOwned):
         """The fields of a new ConversationContext: the strategy and its configuration, frozen."""
         config = OverflowConfig.from_dict(self.token_overflow_config)
         return {"strategy": config.strategy, "strategy_config": config.to_dict()}
+
+
+class ToolHttpAllowedHost(TenantOwned):
+    """A host the `http_request` tool may call for this tenant: a name, or "*.example.com" for its subdomains."""
+
+    host = models.CharField(
+        _("host"),
+        max_length=253,
+        help_text=_('A host name such as "api.example.com", or "*.example.com" for every subdomain of example.com.'),
+    )
+    note = models.CharField(_("note"), max_length=200, blank=True, help_text=_("What the agents use this host for."))
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["host"]
+        verbose_name = _("allowed HTTP host")
+        verbose_name_plural = _("allowed HTTP hosts")
+        constraints = [models.UniqueConstraint(fields=["tenant", "host"], name="agents_httphost_unique_host")]
+
+    def __str__(self) -> str:
+        return self.host
+
+    def clean(self) -> None:
+        super().clean()
+        import re
+
+        host = (self.host or "").strip().lower().rstrip(".")
+        wildcard = host.startswith("*.")
+        name = host[2:] if wildcard else host
+        try:
+            name = name.encode("idna").decode("ascii")
+        except UnicodeError:
+            name = ""
+        label = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
+        if not re.fullmatch(rf"{label}(\.{label})*", name):
+            raise ValidationError(
+                {
+                    "host": _(
+                        'Give a host name only, such as "api.example.com" or "*.example.com" (no scheme, port or path).'
+                    )
+                }
+            )
+        self.host = f"*.{name}" if wildcard else name

@@ -144,7 +144,7 @@ class ConversationContext(TenantOwned):
         _("tool context"),
         default=dict,
         blank=True,
-        help_text=_("What the conversation's tools returned as context (A5); passed to later tools, never prompted."),
+        help_text=_("What tools returned as context (A5); passed to later tools, never prompted."),
     )
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 

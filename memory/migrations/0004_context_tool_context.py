@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
             field=models.JSONField(
                 blank=True,
                 default=dict,
-                help_text="What the conversation's tools returned as context (A5); passed to later tools, never prompted.",
+                help_text="What tools returned as context (A5); passed to later tools, never prompted.",
                 verbose_name="tool context",
             ),
         ),

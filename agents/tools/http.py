@@ -1,0 +1,241 @@
+"""The `http_request` tool (A6): HTTP calls to the hosts on the tenant's allow-list, and nowhere else.
+
+Safety rules (docs/tools.md): the host must be on the active tenant's allow-list (ToolHttpAllowedHost); every
+address the name resolves to must lie outside HTTP_TOOL_BLOCKED_NETWORKS; the request then goes to the checked
+address (Host header and TLS server name set to the name), so DNS rebinding between check and request cannot
+reach an internal host; each redirect is checked the same way; a total timeout and a response size limit apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
+from agents.tools.registry import register_tool
+from tenants.models import Tenant
+from tenants.scope import tenant_scope
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_MAX_BYTES = 1_000_000
+MAX_REDIRECTS = 5
+
+# Every range that is not the public internet (IANA special-purpose registries, IPv4 and IPv6).
+DEFAULT_BLOCKED_NETWORKS = (
+    "0.0.0.0/8",  # "this network", 0.0.0.0 included
+    "10.0.0.0/8",
+    "100.64.0.0/10",  # carrier-grade NAT
+    "127.0.0.0/8",
+    "169.254.0.0/16",  # link-local, cloud metadata services (169.254.169.254)
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.0.2.0/24",
+    "192.88.99.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "224.0.0.0/4",  # multicast
+    "240.0.0.0/4",  # reserved, 255.255.255.255 included
+    "::/96",  # unspecified, loopback and IPv4-compatible (IPv4-mapped ones are checked as the IPv4 they carry)
+    "64:ff9b::/96",  # NAT64: would reach IPv4 addresses through a translator
+    "64:ff9b:1::/48",
+    "100::/64",
+    "2001::/23",  # IETF protocol assignments (Teredo, ORCHID...)
+    "2001:db8::/32",
+    "2002::/16",  # 6to4
+    "fc00::/7",  # unique local
+    "fe80::/10",  # link-local
+    "fec0::/10",  # site-local (deprecated)
+    "ff00::/8",  # multicast
+)
+
+_DROPPED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "upgrade"}
+
+
+def resolve_host(host: str, port: int) -> list[str]:
+    """The IP addresses `host` resolves to (blocking; tests replace it to map names to chosen addresses)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def blocked_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    names = getattr(settings, "HTTP_TOOL_BLOCKED_NETWORKS", DEFAULT_BLOCKED_NETWORKS)
+    return [ipaddress.ip_network(name) for name in names]
+
+
+def address_blocked(address: str, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
+    """Whether `address` (an IP, IPv6 zone ignored) lies in a blocked network; IPv4-mapped IPv6 is checked as IPv4."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    candidates = [ip]
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        candidates.append(ip.ipv4_mapped)
+    return any(
+        candidate in network for candidate in candidates for network in networks if candidate.version == network.version
+    )
+
+
+def host_matches(host: str, pattern: str) -> bool:
+    """`pattern` is a host name ("api.example.com") or a wildcard for its subdomains ("*.example.com")."""
+    host, pattern = host.lower().rstrip("."), pattern.lower().rstrip(".")
+    if pattern.startswith("*."):
+        return host.endswith(pattern[1:]) and len(host) > len(pattern) - 1
+    return host == pattern
+
+
+def _allowed_patterns(tenant: Tenant) -> list[str]:
+    from agents.models import ToolHttpAllowedHost
+
+    with tenant_scope(tenant):
+        return list(ToolHttpAllowedHost.objects.filter(tenant=tenant).values_list("host", flat=True))
+
+
+@dataclass
+class _Target:
+    url: httpx.URL
+    host: str
+    address: str
+
+
+async def _check_url(url: httpx.URL, patterns: list[str]) -> _Target:
+    """The URL's host checked against the allow-list and resolved to an address outside the blocked networks."""
+    if url.scheme not in ("http", "https"):
+        raise ToolError(_("Only http:// and https:// URLs can be requested, not %(url)s.") % {"url": url})
+    host = url.raw_host.decode("ascii").lower().strip("[]")
+    if not host:
+        raise ToolError(_("The URL %(url)s has no host name.") % {"url": url})
+    if not any(host_matches(host, pattern) for pattern in patterns):
+        raise ToolError(
+            _(
+                "The host %(host)s is not on this organisation's list of allowed hosts; an administrator can add "
+                "it under Admin > Allowed HTTP hosts. Tell the user the request cannot be made."
+            )
+            % {"host": host}
+        )
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        addresses = await asyncio.to_thread(resolve_host, host, port)
+    except (OSError, UnicodeError):
+        addresses = []
+    if not addresses:
+        raise ToolError(_("The host name %(host)s could not be resolved.") % {"host": host})
+    networks = blocked_networks()
+    if any(address_blocked(address, networks) for address in addresses):
+        raise ToolError(
+            _("The host %(host)s resolves to a private or reserved address; such addresses cannot be requested.")
+            % {"host": host}
+        )
+    return _Target(url=url, host=host, address=addresses[0])
+
+
+def _content(response: httpx.Response, body: bytes) -> Any:
+    text = body.decode(response.encoding or "utf-8", errors="replace")
+    if "json" in response.headers.get("content-type", ""):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+async def _fetch(
+    method: str, url: httpx.URL, headers: dict[str, str], body: Any, patterns: list[str], timeout: float
+) -> dict:
+    max_bytes = int(getattr(settings, "HTTP_TOOL_MAX_BYTES", DEFAULT_MAX_BYTES))
+    async with httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=timeout) as client:
+        for _hop in range(MAX_REDIRECTS + 1):
+            target = await _check_url(url, patterns)
+            request_headers = {**headers, "Host": url.netloc.decode("ascii")}
+            request = client.build_request(
+                method,
+                url.copy_with(host=target.address),
+                headers=request_headers,
+                json=body if body is not None and method != "GET" else None,
+                extensions={"sni_hostname": target.host} if url.scheme == "https" else {},
+            )
+            response = await client.send(request, stream=True)
+            try:
+                if response.is_redirect and "location" in response.headers:
+                    url = url.join(response.headers["location"])
+                    if response.status_code not in (307, 308):
+                        method, body = "GET", None
+                    continue
+                chunks, size = [], 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise ToolError(
+                            _("The response of %(url)s is larger than %(limit)s bytes; request a smaller resource.")
+                            % {"url": url, "limit": max_bytes}
+                        )
+                    chunks.append(chunk)
+            finally:
+                await response.aclose()
+            return {
+                "status": response.status_code,
+                "url": str(url),
+                "content_type": response.headers.get("content-type", ""),
+                "body": _content(response, b"".join(chunks)),
+            }
+    raise ToolError(_("Too many redirects (more than %(count)s).") % {"count": MAX_REDIRECTS})
+
+
+@register_tool
+class HttpRequestTool(Tool):
+    name = "http_request"
+    description_en = (
+        "Make an HTTP GET or POST request to a web API on the organisation's list of allowed hosts and return the "
+        "status and the body. Other hosts and private addresses are refused."
+    )
+    description_zh = (
+        "向本组织允许列表中的主机发送 HTTP GET 或 POST 请求，返回状态码和响应内容。其他主机和内网地址会被拒绝。"
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "method": {"type": "string", "enum": ["GET", "POST"], "description": "GET or POST / 请求方法"},
+            "url": {"type": "string", "description": "The full http(s) URL / 完整的 http(s) 地址"},
+            "headers": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Extra request headers / 额外的请求头",
+            },
+            "json": {"description": "A JSON body for POST / POST 的 JSON 请求体"},
+        },
+        "required": ["method", "url"],
+        "additionalProperties": False,
+    }
+
+    async def run(self, arguments: dict[str, Any], call: ToolCallContext) -> ToolResult:
+        method = arguments["method"].upper()
+        try:
+            url = httpx.URL(arguments["url"])
+        except (httpx.InvalidURL, TypeError):
+            raise ToolError(_("%(url)s is not a valid URL.") % {"url": arguments["url"]}) from None
+        headers = {
+            str(key): str(value)
+            for key, value in (arguments.get("headers") or {}).items()
+            if str(key).lower() not in _DROPPED_HEADERS
+        }
+        patterns = await sync_to_async(_allowed_patterns)(call.tenant)
+        timeout = float(getattr(settings, "HTTP_TOOL_TIMEOUT", DEFAULT_TIMEOUT))
+        try:
+            result = await asyncio.wait_for(
+                _fetch(method, url, headers, arguments.get("json"), patterns, timeout), timeout
+            )
+        except TimeoutError:
+            raise ToolError(
+                _("%(url)s did not answer within %(seconds)s seconds.") % {"url": url, "seconds": timeout}
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ToolError(_("The request to %(url)s failed: %(error)s") % {"url": url, "error": exc}) from None
+        return ToolResult(content=result)

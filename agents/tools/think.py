@@ -1,0 +1,85 @@
+"""The `deep_think` tool (L5): an executing agent asks the tenant's reasoning-tier model a hard question."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.utils.translation import gettext as _
+
+from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
+from agents.tools.registry import register_tool
+from llm.errors import LLMError
+from llm.models import Purpose, Tier
+from llm.selectors import TierChoice, model_for_tier
+from tenants.models import Tenant
+from tenants.scope import tenant_scope
+
+SYSTEM_PROMPT = (
+    "You are a careful reasoning model. Think the question through step by step, checking each step. "
+    'Then write the answer on a final line that starts with "结论/Conclusion:" followed by the conclusion '
+    "alone, in the language of the question.\n"
+    "你是一个严谨的推理模型。请逐步思考并检查每一步，最后单独一行以“结论/Conclusion:”开头写出结论，使用提问的语言。"
+)
+
+_CONCLUSION = re.compile(r"^\s*(?:\*\*)?\s*(?:结论\s*/\s*Conclusion|结论|Conclusion)\s*(?:\*\*)?\s*[:：]\s*(.*)$", re.I)
+
+
+def conclusion_of(text: str) -> str:
+    """The text after the last "结论/Conclusion:" marker (with the lines that follow it), else the whole answer."""
+    lines = text.strip().splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        match = _CONCLUSION.match(lines[index])
+        if match:
+            return "\n".join([match.group(1), *lines[index + 1 :]]).strip().strip("*").strip()
+    return text.strip()
+
+
+def _reasoning_model(tenant: Tenant) -> TierChoice | None:
+    with tenant_scope(tenant):
+        return model_for_tier(tenant=tenant, tier=Tier.REASONING)
+
+
+@register_tool
+class DeepThinkTool(Tool):
+    name = "deep_think"
+    description_en = (
+        "Ask the deep-reasoning model a hard question (calculations, multi-step logic, trade-offs) and get its "
+        "conclusion. Give the question and any context it needs."
+    )
+    description_zh = "把困难的问题（计算、多步推理、权衡）交给深度推理模型，返回它的结论。请提供问题和所需的背景信息。"
+    parameters = {
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "minLength": 1, "description": "The question / 问题"},
+            "context": {"type": "string", "description": "Facts the question needs / 问题所需的背景信息"},
+        },
+        "required": ["question"],
+        "additionalProperties": False,
+    }
+
+    async def run(self, arguments: dict[str, Any], call: ToolCallContext) -> ToolResult:
+        from llm.client import complete_chat
+
+        choice = await sync_to_async(_reasoning_model)(call.tenant)
+        if choice is None:
+            raise ToolError(_("No model is configured for deep reasoning; answer without it."))
+        question = arguments["question"]
+        if arguments.get("context"):
+            question = f"{question}\n\n{arguments['context']}"
+        try:
+            result = await complete_chat(
+                tenant=call.tenant,
+                provider=choice.provider,
+                model=choice.model,
+                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}],
+                purpose=Purpose.EXTRACT,
+                agent_id=call.agent_id,
+                conversation_id=call.conversation_id,
+            )
+        except LLMError as exc:
+            raise ToolError(
+                _("The reasoning model could not answer (%(error)s); answer without it.") % {"error": exc}
+            ) from None
+        return ToolResult(content=conclusion_of(result.text), context={"deep_think_model": choice.model})
