@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "llm",
     "memory",
     "agents",
+    "agents.packs.restaurant",
     "chat",
 ]
 

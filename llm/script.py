@@ -18,6 +18,8 @@ Reply keys: text, text_tokens (a generated text of exactly N tokens), tool_calls
 chunk_size, stall (seconds before the response starts: a timeout), drop_after (chunks, then the connection drops),
 malformed_tool_json, usage (false: no usage chunk even when asked for), interleave_tool_calls, error {status,
 message, code, type, retry_after}. Text may use {last_message}, {system_prompt} and {model}.
+The named groups of a `regex` condition (`(?P<dish>...)`) can be used as {dish} in the text and in tool-call
+arguments; an argument that is exactly "{name:int}" becomes the group as a number ("3", "两" -> 2).
 """
 
 from __future__ import annotations
@@ -104,6 +106,40 @@ def _matches_text(condition: Any, text: str) -> bool:
     return bool(condition) == bool(text)
 
 
+_CHINESE_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+
+
+def _number(text: str) -> int | str:
+    """A captured number as an int: digits or a Chinese numeral up to 99; anything else stays text."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    if text and all(c in _CHINESE_DIGITS or c == "十" for c in text) and text.count("十") <= 1:
+        if "十" not in text:
+            return _CHINESE_DIGITS[text] if len(text) == 1 else text
+        tens, _sep, ones = text.partition("十")
+        if len(tens) > 1 or len(ones) > 1:
+            return text
+        return (_CHINESE_DIGITS[tens] if tens else 1) * 10 + (_CHINESE_DIGITS[ones] if ones else 0)
+    return text
+
+
+def _fill_arguments(value: Any, captures: Mapping[str, str]) -> Any:
+    """Tool-call arguments with the rule's captured groups filled in ({name}, or "{name:int}" for a number)."""
+    if isinstance(value, str):
+        whole = re.fullmatch(r"\{(\w+):int\}", value)
+        if whole and whole.group(1) in captures:
+            return _number(captures[whole.group(1)])
+        for name, captured in captures.items():
+            value = value.replace("{" + name + "}", captured)
+        return value
+    if isinstance(value, Mapping):
+        return {key: _fill_arguments(item, captures) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_fill_arguments(item, captures) for item in value]
+    return value
+
+
 @dataclass
 class Rule:
     """One rule of a script: when it applies, what it answers, how often."""
@@ -139,6 +175,26 @@ class Rule:
             if key == "has_tools" and bool(request.get("tools")) != bool(condition):
                 return False
         return True
+
+    def captures(self, request: Mapping[str, Any]) -> dict[str, str]:
+        """The named groups of the rule's regex conditions, matched against the request."""
+        messages = list(request.get("messages") or [])
+        users = [m for m in messages if m.get("role") == "user"]
+        texts = {
+            "last_message": _text(messages[-1].get("content")) if messages else "",
+            "last_user_message": _text(users[-1].get("content")) if users else "",
+            "system_prompt": "\n".join(
+                _text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
+            ),
+        }
+        found: dict[str, str] = {}
+        for key, text in texts.items():
+            condition = self.when.get(key)
+            if isinstance(condition, Mapping) and "regex" in condition:
+                match = re.search(condition["regex"], text, re.IGNORECASE | re.DOTALL)
+                if match:
+                    found.update({name: value for name, value in match.groupdict().items() if value is not None})
+        return found
 
 
 _FILLER_WORDS = [
@@ -193,10 +249,12 @@ def split_text(text: str, chunk_size: int, model: str) -> list[str]:
     return pieces
 
 
-def _substitute(text: str, request: Mapping[str, Any]) -> str:
+def _substitute(text: str, request: Mapping[str, Any], captures: Mapping[str, str] | None = None) -> str:
     messages = list(request.get("messages") or [])
     last = _text(messages[-1].get("content")) if messages else ""
     system = "\n".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+    for name, captured in (captures or {}).items():
+        text = text.replace("{" + name + "}", captured)
     return (
         text.replace("{last_message}", last)
         .replace("{system_prompt}", system)
@@ -246,13 +304,15 @@ class ScriptEngine:
     def plan(self, request: Mapping[str, Any]) -> ErrorPlan | ReplyPlan:
         """How to answer `request` (an OpenAI chat-completions body)."""
         rule = self._choose(request)
+        captures: dict[str, str] = {}
         if rule is None:
             reply: dict[str, Any] = {"text": self.script.get("fallback", "(no rule of the script matched)")}
         else:
             reply = {**self.defaults, **rule.reply}
+            captures = rule.captures(request)
         if "error" in reply:
             return self._error_plan(reply)
-        return self._reply_plan(request, reply)
+        return self._reply_plan(request, reply, captures)
 
     def _error_plan(self, reply: Mapping[str, Any]) -> ErrorPlan:
         error = dict(reply["error"])
@@ -270,15 +330,19 @@ class ScriptEngine:
         }
         return ErrorPlan(status=status, body=body, headers=headers, stall=float(reply.get("stall", 0)))
 
-    def _reply_plan(self, request: Mapping[str, Any], reply: Mapping[str, Any]) -> ReplyPlan:
+    def _reply_plan(
+        self, request: Mapping[str, Any], reply: Mapping[str, Any], captures: Mapping[str, str] | None = None
+    ) -> ReplyPlan:
         model = str(request.get("model") or DEFAULT_MODEL)
         count_model = model if model != DEFAULT_MODEL else "gpt-4"
-        text = _substitute(str(reply.get("text", "")), request)
+        text = _substitute(str(reply.get("text", "")), request, captures)
         if reply.get("text_tokens"):
             text = text_of_tokens(int(reply["text_tokens"]), count_model)
         tool_calls = []
         for number, call in enumerate(reply.get("tool_calls") or []):
             arguments = call.get("arguments", {})
+            if captures:
+                arguments = _fill_arguments(arguments, captures)
             arguments_json = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
             if reply.get("malformed_tool_json"):
                 arguments_json = arguments_json.rstrip("}") + ', "oops": '  # cut short: not valid JSON

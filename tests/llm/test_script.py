@@ -1,5 +1,7 @@
 """The script engine shared by the fake server and the demo model."""
 
+import json
+
 from llm.demo import demo_engine
 from llm.script import ErrorPlan, ScriptEngine, embed, split_text, text_of_tokens
 from llm.tokens import count_text
@@ -78,3 +80,32 @@ def test_demo_script_answers_in_the_users_language():
     assert "演示模型" in plan_text(engine, [{"role": "user", "content": "你好"}])["content"]
     assert "demo model" in plan_text(engine, [{"role": "user", "content": "hello"}])["content"]
     assert "帮我查一下" in plan_text(engine, [{"role": "user", "content": "帮我查一下订单"}])["content"]
+
+
+def test_regex_named_groups_fill_the_text_and_the_tool_call_arguments():
+    engine = ScriptEngine(
+        {
+            "rules": [
+                {
+                    "when": {
+                        "last_message": {"regex": r"(?P<quantity>\d+|[一二两三四五六七八九十]+)个(?P<dish>\w+?)$"}
+                    },
+                    "reply": {
+                        "text": "{dish}?",
+                        "tool_calls": [
+                            {"name": "order", "arguments": {"dish": "{dish}", "quantity": "{quantity:int}", "n": 1}}
+                        ],
+                    },
+                },
+            ]
+        }
+    )
+    message = plan_text(engine, [{"role": "user", "content": "来两个包子"}])
+    assert message["content"] == "包子?"
+    assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"dish": "包子", "quantity": 2, "n": 1}
+    arguments = plan_text(engine, [{"role": "user", "content": "来12个饺子"}])["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(arguments)["quantity"] == 12
+    arguments = plan_text(engine, [{"role": "user", "content": "来十五个饺子"}])["tool_calls"][0]["function"][
+        "arguments"
+    ]
+    assert json.loads(arguments)["quantity"] == 15

@@ -1,0 +1,110 @@
+"""Demo data of the restaurant pack: seed 1's menu (面包 sold out) and a waiter agent for the restaurant tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+
+from agents.models import Agent
+from agents.packs.restaurant.models import MenuItem
+from agents.services import agent_create, agent_publish, agent_update
+from tenants.models import Tenant
+from tenants.scope import tenant_scope
+
+DEMO_TENANT_SLUG = "restaurant"
+
+# (name, category, price, description, spicy, sold_out)
+DEMO_MENU = [
+    ("包子", "小吃", "3.00", "鲜肉大包，一个", False, False),
+    ("饺子", "小吃", "15.00", "猪肉白菜水饺，一份十二个", False, False),
+    ("红油抄手", "小吃", "16.00", "成都红油抄手，一碗", True, False),
+    ("担担面", "面食", "14.00", "芽菜肉末担担面，一碗", True, False),
+    ("面包", "小吃", "6.00", "现烤面包，一个", False, True),
+    ("经典黄焖鸡", "主菜", "12.00", "鸡肉鲜嫩，配以浓郁酱汁和土豆", False, False),
+    ("辣味黄焖鸡", "主菜", "13.00", "经典黄焖鸡基础上加入辣椒调味", True, False),
+    ("可乐", "饮料", "5.00", "一瓶", False, False),
+    ("雪碧", "饮料", "5.00", "一瓶", False, False),
+]
+
+# Seed 1's 成都小吃 prompt, for function calling: the tools replace its to_sys JSON (the runtime adds the
+# to_sys/to_user protocol itself for models without function calling).
+WAITER_PROMPT = """现在有3个角色，sys 代表应用程序系统，user 代表用户，
+你的角色是一名餐厅服务员，你的目的是服务用户，请你根据上下文决定是否调用 sys 应用程序系统
+（菜单应用 menu、点餐应用 order、结账应用 checkout）。
+
+规则：
+1，要一句一句的和用户沟通。
+2，调用程序的具体参数要在上下文中确定，比如点餐应用的菜名和数量，上下文里用户没有提供，你就不能擅自决定具体数值，要先问用户。
+3，应用程序返回后，你要结合返回信息继续和用户沟通，要注意隐藏程序系统这个信息，让用户感知不到。
+
+应用程序：
+1，点餐应用 order：当用户点餐时调用；和用户沟通确定：用户人数，菜名（必填），数量（必填）。
+2，菜单应用 menu：在点餐之前调用。
+3，结账应用 checkout：当用户用完餐需要结账时调用。
+
+你的餐厅名字是: 成都小吃
+You are the waiter of the restaurant 成都小吃 (Chengdu Snacks); answer in the user's language."""
+
+WAITER = {
+    "name": "成都小吃服务员 / Chengdu Snacks waiter",
+    "description": "成都小吃的点餐服务员：看菜单、点餐、结账。Takes orders at Chengdu Snacks: menu, orders, checkout.",
+    "system_prompt": WAITER_PROMPT,
+    "kind": "react",
+    "tools": ["menu", "order", "checkout"],
+    "token_overflow_config": {"strategy": "sliding_window", "max_tokens": 8192},
+}
+
+
+def menu_ensure(*, tenant: Tenant) -> int:
+    """The demo menu in `tenant`'s table (created or brought back to the demo values); returns the number changed."""
+    changed = 0
+    for position, (name, category, price, description, spicy, sold_out) in enumerate(DEMO_MENU, start=1):
+        values = {
+            "category": category,
+            "price": Decimal(price),
+            "description": description,
+            "spicy": spicy,
+            "sold_out": sold_out,
+            "position": position,
+        }
+        item = MenuItem.objects.filter(tenant=tenant, name=name).first()
+        if item is None:
+            MenuItem.objects.create(tenant=tenant, name=name, **values)
+            changed += 1
+        elif any(getattr(item, key) != value for key, value in values.items()):
+            for key, value in values.items():
+                setattr(item, key, value)
+            item.save()
+            changed += 1
+    return changed
+
+
+def waiter_ensure(*, tenant: Tenant) -> Agent:
+    """The waiter agent, created or brought back to the demo spec, published when its draft changed."""
+    fields = {key: value for key, value in WAITER.items() if key not in ("name", "tools")}
+    agent = Agent.objects.filter(tenant=tenant, name=WAITER["name"]).first()
+    if agent is None:
+        agent = agent_create(tenant=tenant, name=WAITER["name"], **fields)
+    else:
+        agent = agent_update(agent=agent, **fields)
+    if agent.tools != WAITER["tools"]:
+        agent.tools = list(WAITER["tools"])
+        agent.full_clean()
+        agent.save(update_fields=["tools", "updated_at"])
+    published = agent.published_version()
+    if published is None or published.snapshot != agent.snapshot():
+        agent_publish(agent=agent, user=None)
+    return agent
+
+
+def seed_restaurant_demo(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
+    """The restaurant demo tenant gets the menu and the waiter agent, published (idempotent)."""
+    for tenant in tenants:
+        if tenant.slug != DEMO_TENANT_SLUG:
+            continue
+        with tenant_scope(tenant):
+            menu_ensure(tenant=tenant)
+            agent = waiter_ensure(tenant=tenant)
+            count = MenuItem.objects.filter(tenant=tenant).count()
+            version = agent.published_version().number
+        write(f"Restaurant / 餐厅 @ {tenant.name}: {count} menu items, {agent.name} (v{version})")

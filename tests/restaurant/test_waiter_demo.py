@@ -1,0 +1,93 @@
+"""The demo waiter end to end: the offline demo model and the tool loop take an order on the demo menu."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from channels.db import database_sync_to_async
+
+from agents.packs.restaurant.demo import seed_restaurant_demo
+from agents.packs.restaurant.models import Order, OrderStatus
+from agents.runtime import run_turn
+from llm.client import flush_records
+from llm.demo import demo_engine
+from llm.services import provider_ensure_demo
+from memory.services import conversation_start, message_add
+from tenants.scope import tenant_scope
+from tests.factories import TenantFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.frames: list[dict] = []
+
+    async def emit(self, frame: dict) -> dict:
+        frame = {"seq": len(self.frames) + 1, **frame}
+        self.frames.append(frame)
+        return frame
+
+    def tools(self) -> list[tuple[str, str]]:
+        return [(f["name"], f["status"]) for f in self.frames if f["type"] == "tool" and f["status"] != "started"]
+
+
+@pytest.fixture
+def waiter_conversation(member):
+    def make():
+        restaurant = TenantFactory(name="餐厅示范", slug="restaurant")
+        provider_ensure_demo(tenant=restaurant)
+        seed_restaurant_demo([restaurant], lambda line: None)
+        with tenant_scope(restaurant):
+            from agents.models import Agent
+
+            waiter = Agent.objects.get(name__startswith="成都小吃服务员")
+            return restaurant, conversation_start(agent=waiter, user=member)
+
+    return database_sync_to_async(make)
+
+
+async def _say(tenant, conversation, text):
+    def add():
+        with tenant_scope(tenant):
+            return message_add(conversation=conversation, role="user", content=text)
+
+    user = await database_sync_to_async(add)()
+    sink = Collector()
+    with tenant_scope(tenant):
+        reply = await run_turn(conversation=conversation, user_message=user, sink=sink)
+        await flush_records()
+    return reply.content, sink.tools()
+
+
+async def test_the_demo_waiter_takes_an_order_end_to_end(waiter_conversation, monkeypatch):
+    monkeypatch.setitem(demo_engine().defaults, "delay", 0)  # the demo's typing pace only slows the test down
+    tenant, conversation = await waiter_conversation()
+
+    text, tools = await _say(tenant, conversation, "你们有什么吃的？")
+    assert tools == [("menu", "completed")]
+    assert "包子" in text and "面包" in text
+
+    text, tools = await _say(tenant, conversation, "我要包子")
+    assert tools == []  # no quantity given: the waiter asks instead of inventing one
+    assert "包子要几份" in text
+
+    text, tools = await _say(tenant, conversation, "来3个包子")
+    assert tools == [("order", "completed")]
+    assert "包子 × 3" in text
+
+    text, tools = await _say(tenant, conversation, "再来两个面包")
+    assert tools == [("order", "failed")]
+    assert "面包 is sold out" in text and "Error" not in text
+
+    text, tools = await _say(tenant, conversation, "结账")
+    assert tools == [("checkout", "completed")]
+    assert "¥9.00" in text and "谢谢光临" in text
+
+    def order():
+        with tenant_scope(tenant):
+            return Order.objects.get(conversation=conversation)
+
+    paid = await database_sync_to_async(order)()
+    assert paid.status == OrderStatus.PAID and paid.total == Decimal("9.00")
