@@ -37,17 +37,16 @@ class Submission:
 
 
 def _stored_with_client_id(conversation: Conversation, client_id: str) -> tuple[Message | None, Message | None]:
-    """The stored user message with this client_id, and its reply (the next user/assistant message, if it is the
-    assistant's)."""
+    """The stored user message with this client_id, and its reply: the turn's last assistant message without tool
+    calls (a tool-using turn stores tool-call rounds before the answer), up to the next user message."""
     message = Message.objects.filter(conversation=conversation, client_id=client_id).first()
     if message is None:
         return None, None
-    following = (
-        Message.objects.filter(conversation=conversation, pk__gt=message.pk, role__in=[Role.USER, Role.ASSISTANT])
-        .order_by("id")
-        .first()
-    )
-    reply = following if following is not None and following.role == Role.ASSISTANT else None
+    turn = Message.objects.filter(conversation=conversation, pk__gt=message.pk)
+    next_user = turn.filter(role=Role.USER).order_by("id").values_list("pk", flat=True).first()
+    if next_user is not None:
+        turn = turn.filter(pk__lt=next_user)
+    reply = turn.filter(role=Role.ASSISTANT, tool_calls__isnull=True).order_by("-id").first()
     return message, reply
 
 
