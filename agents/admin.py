@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agents.forms import AgentForm
-from agents.models import Agent, AgentVersion, ToolHttpAllowedHost
+from agents.models import Agent, AgentVersion, ToolHttpAllowedHost, Workflow, WorkflowRun
 from agents.services import agent_publish
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
 
@@ -70,3 +70,29 @@ class ToolHttpAllowedHostAdmin(TenantOwnedAdmin):
     list_display = ["host", "note", "created_at"]
     search_fields = ["host", "note"]
     fields = ["tenant", "host", "note"]
+
+
+@admin.register(Workflow)
+class WorkflowAdmin(TenantOwnedAdmin):
+    """Workflows; the YAML is validated on save (Workflow.clean names the step, field and line of each error)."""
+
+    list_display = ["name", "description", "agent", "updated_at"]
+    search_fields = ["name", "description"]
+    fields = ["tenant", "name", "description", "agent", "yaml"]
+    actions = ["export_yaml"]
+
+    @admin.action(description=_("Export the selected workflows as YAML"))
+    def export_yaml(self, request, queryset):
+        from django.http import HttpResponse
+
+        text = "---\n".join(w.yaml if w.yaml.endswith("\n") else w.yaml + "\n" for w in queryset.order_by("name"))
+        response = HttpResponse(text, content_type="application/x-yaml; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="workflows.yaml"'
+        return response
+
+
+@admin.register(WorkflowRun)
+class WorkflowRunAdmin(TenantOwnedAdmin):
+    list_display = ["workflow", "status", "started_at", "duration_ms"]
+    list_filter = ["status"]
+    readonly_fields = ["workflow", "conversation", "status", "inputs", "outputs", "log", "error", "duration_ms"]

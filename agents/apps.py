@@ -10,6 +10,7 @@ class AgentsConfig(AppConfig):
     def ready(self) -> None:
         from agents.demo import seed_demo_agents
         from agents.tools import builtin  # noqa: F401 - registers the built-in tools
+        from agents.workflows import agent_kind  # noqa: F401 - the workflow agent kind and the seed's functions
         from tenants.demo import register_demo_seeder
         from tenants.navigation import HomeCard, register_card
 

@@ -151,6 +151,82 @@ class AgentVersion(TenantOwned):
         return {"strategy": config.strategy, "strategy_config": config.to_dict()}
 
 
+# Workflows (A7): YAML documents run by workflow agents, and the log of each run. Validation: agents.workflows.
+
+
+class Workflow(TenantOwned):
+    """A workflow document (seed 1's YAML), validated on save; a workflow agent runs the one bound to it."""
+
+    name = models.CharField(_("name"), max_length=120)
+    description = models.TextField(_("description"), blank=True)
+    yaml = models.TextField(_("YAML"))
+    agent = models.OneToOneField(
+        Agent,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="workflow",
+        verbose_name=_("workflow agent"),
+        help_text=_("The workflow agent that runs this workflow as its turn."),
+    )
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("workflow")
+        verbose_name_plural = _("workflows")
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="agents_workflow_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        from agents.workflows.schema import WorkflowValidationError, parse_workflow
+
+        try:
+            parse_workflow(self.yaml)
+        except WorkflowValidationError as exc:
+            raise ValidationError({"yaml": [str(error) for error in exc.errors]}) from None
+
+
+class WorkflowRunStatus(models.TextChoices):
+    RUNNING = "running", _("running")
+    COMPLETED = "completed", _("completed")
+    FAILED = "failed", _("failed")
+
+
+class WorkflowRun(TenantOwned):
+    """One run of a workflow: its inputs, result and a log entry per step (inputs, outputs, ms, error)."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="runs", verbose_name=_("workflow"))
+    conversation = models.ForeignKey(
+        "memory.Conversation",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("conversation"),
+    )
+    status = models.CharField(
+        _("status"), max_length=20, choices=WorkflowRunStatus.choices, default=WorkflowRunStatus.RUNNING
+    )
+    inputs = models.JSONField(_("inputs"), default=dict, blank=True)
+    outputs = models.JSONField(_("outputs"), default=dict, blank=True)
+    log = models.JSONField(_("step log"), default=list, blank=True)
+    error = models.TextField(_("error"), blank=True)
+    started_at = models.DateTimeField(_("started"), auto_now_add=True)
+    duration_ms = models.FloatField(_("duration (ms)"), default=0)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        verbose_name = _("workflow run")
+        verbose_name_plural = _("workflow runs")
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} · {self.status}"
+
+
 class ToolHttpAllowedHost(TenantOwned):
     """A host the `http_request` tool may call for this tenant: a name, or "*.example.com" for its subdomains."""
 

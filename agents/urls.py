@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from agents import views
 
@@ -10,4 +10,5 @@ urlpatterns = [
     path("<int:agent_id>/", views.agent_detail, name="detail"),
     path("<int:agent_id>/edit/", views.agent_edit, name="edit"),
     path("<int:agent_id>/publish/", views.agent_publish_view, name="publish"),
+    path("workflows/", include("agents.workflows.urls")),
 ]

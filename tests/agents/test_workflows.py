@@ -3,6 +3,7 @@
 import asyncio
 
 import pytest
+from django.urls import reverse
 from django.utils import translation
 
 import agents.workflows.functions  # noqa: F401  (registers the seed's plugins and functions)
@@ -180,3 +181,151 @@ def test_llm_step_sends_the_interpolated_prompt(tenant, scripted_llm):
     assert result.text == "It is Sunny."
     (request,) = scripted_llm.requests()
     assert request["body"]["messages"] == [{"role": "user", "content": "Weather in Chengdu?"}]
+
+
+# --- stored workflows, pages, the workflow agent turn ------------------------------------------------------------
+
+EN = {"HTTP_ACCEPT_LANGUAGE": "en"}
+
+
+def _stored(tenant, text=MENU, agent=None):
+    from agents.workflows.services import workflow_save
+
+    with tenant_scope(tenant):
+        return workflow_save(tenant=tenant, yaml_text=text, agent=agent)
+
+
+@pytest.fixture
+def workflows(tenant, other_tenant):
+    return {"mine": _stored(tenant), "theirs": _stored(other_tenant, MARKETING)}
+
+
+@pytest.mark.django_db
+def test_editors_save_valid_yaml_and_invalid_yaml_is_refused_with_the_text_kept(login, tenant, tenant_admin):
+    from agents.models import Workflow
+
+    client = login(tenant_admin, tenant)
+    broken = MENU.replace("type: 'custom'", "type: 'shell'")
+    response = client.post(reverse("agents:workflows:create"), {"yaml": broken, "agent": ""}, **EN)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "Unknown step type “shell”" in page and "line 29" in page and "custom_logic_filter_spicy" in page
+    assert "type: &#x27;shell&#x27;" in page  # the text stays in the editor
+    response = client.post(reverse("agents:workflows:create"), {"yaml": MENU, "agent": ""}, **EN)
+    assert response.status_code == 302
+    with tenant_scope(tenant):
+        workflow = Workflow.objects.get()
+    assert workflow.name == "菜单推荐工作流" and workflow.yaml == MENU
+    assert client.get(reverse("agents:workflows:create") + "?template=customer_marketing").status_code == 200
+
+
+@pytest.mark.django_db
+def test_members_read_but_do_not_edit(login, tenant, member, workflows):
+    client = login(member, tenant)
+    mine = workflows["mine"]
+    assert client.get(reverse("agents:workflows:list")).status_code == 200
+    response = client.get(reverse("agents:workflows:edit", args=[mine.pk]))
+    assert response.status_code == 200 and b"workflow-form" not in response.content
+    assert client.post(reverse("agents:workflows:edit", args=[mine.pk]), {"yaml": MENU}).status_code == 403
+    assert client.get(reverse("agents:workflows:create")).status_code == 403
+
+
+@pytest.mark.django_db
+def test_another_tenants_workflow_is_a_404_on_every_page(login, tenant, tenant_admin, workflows):
+    from agents.models import WorkflowRun
+
+    client = login(tenant_admin, tenant)
+    theirs = workflows["theirs"]
+    for name in ("edit", "runs", "export"):
+        assert client.get(reverse(f"agents:workflows:{name}", args=[theirs.pk])).status_code == 404, name
+    assert client.post(reverse("agents:workflows:edit", args=[theirs.pk]), {"yaml": MENU}).status_code == 404
+    with tenant_scope(theirs.tenant):
+        run = WorkflowRun.objects.create(tenant=theirs.tenant, workflow=theirs, status="completed")
+    assert client.get(reverse("agents:workflows:run", args=[theirs.pk, run.pk])).status_code == 404
+    mine = workflows["mine"]
+    assert client.get(reverse("agents:workflows:run", args=[mine.pk, run.pk])).status_code == 404
+    listing = client.get(reverse("agents:workflows:list")).content.decode()
+    assert f'data-workflow="{mine.pk}"' in listing and f'data-workflow="{theirs.pk}"' not in listing
+
+
+@pytest.mark.django_db
+def test_export_download_and_import_upload(login, tenant, tenant_admin, workflows):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client = login(tenant_admin, tenant)
+    response = client.get(reverse("agents:workflows:export", args=[workflows["mine"].pk]))
+    assert response.status_code == 200 and response.content.decode() == MENU
+    assert "attachment" in response["Content-Disposition"]
+    upload = SimpleUploadedFile("m.yaml", MARKETING.encode())
+    response = client.post(reverse("agents:workflows:import"), {"file": upload})
+    assert response.status_code == 302
+    bad = SimpleUploadedFile("b.yaml", MARKETING.replace("{user_info[mobile]}", "{nobody}").encode())
+    response = client.post(reverse("agents:workflows:import"), {"file": bad}, **EN)
+    assert response.status_code == 400 and "“{nobody}” is not produced" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_admin_validates_the_yaml_and_hides_other_tenants(login, tenant, tenant_admin, workflows):
+    client = login(tenant_admin, tenant)
+    changelist = client.get("/admin/agents/workflow/")
+    assert changelist.status_code == 200
+    assert workflows["mine"].name in changelist.content.decode()
+    assert workflows["theirs"].name not in changelist.content.decode()
+    theirs = client.get(f"/admin/agents/workflow/{workflows['theirs'].pk}/change/")
+    assert theirs.status_code in (302, 404)
+    broken = MENU.replace("plugin: 'plugin_ai_knowledge_base_query'", "plugin: 'nope'")
+    response = client.post(
+        f"/admin/agents/workflow/{workflows['mine'].pk}/change/",
+        {"name": "菜单推荐工作流", "description": "", "agent": "", "yaml": broken},
+        **EN,
+    )
+    assert response.status_code == 200 and "Unknown plugin “nope”" in response.content.decode()
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.frames: list[dict] = []
+
+    async def emit(self, frame: dict) -> dict:
+        self.frames.append(frame)
+        return frame
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_workflow_agent_turn_streams_step_frames_and_stores_reply_and_run(tenant, member, scripted_llm):
+    from agents.models import WorkflowRun
+    from agents.runtime import run_turn
+    from agents.services import agent_create
+    from memory.models import Message
+    from memory.services import conversation_start, message_add
+
+    with tenant_scope(tenant):
+        ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True)
+        agent = agent_create(tenant=tenant, name="营销助理", kind="workflow")
+    _stored(tenant, MARKETING, agent=agent)
+    with tenant_scope(tenant):
+        conversation = conversation_start(agent=agent, user=member)
+        user = message_add(conversation=conversation, role="user", content="tag: vip\nmarketing_need: 新品",
+                           client_id="c1")  # fmt: skip
+    sink = Collector()
+
+    async def go():
+        with tenant_scope(tenant):
+            return await run_turn(conversation=conversation, user_message=user, sink=sink)
+
+    reply = asyncio.run(go())
+    tools = [(f["name"], f["status"]) for f in sink.frames if f["type"] == "tool"]
+    assert tools[:2] == [("input_step", "started"), ("input_step", "completed")]
+    assert tools[-1] == ("output_step", "completed") and len(tools) == 10
+    assert [f["type"] for f in sink.frames][-2:] == ["step", "done"]
+    text = "".join(f["content"] for f in sink.frames if f["type"] == "delta")
+    assert text == "true" and reply.content == "true"
+    step = sink.frames[-2]["agentChatResponse"]
+    assert step["intent"] == "workflow" and step["data"]["result"] is True
+    with tenant_scope(tenant):
+        run = WorkflowRun.objects.get()
+        stored = list(Message.objects.filter(conversation=conversation).values_list("role", "content"))
+    assert run.status == "completed" and run.conversation_id == conversation.pk and len(run.log) == 5
+    assert run.log[1]["outputs"]["user_info"]["mobile"] == "13800000003" and step["data"]["run_id"] == run.pk
+    assert stored[-1] == ("assistant", "true")
+    assert scripted_llm.requests() == []  # no llm step: the model is not called
