@@ -329,3 +329,57 @@ def test_a_workflow_agent_turn_streams_step_frames_and_stores_reply_and_run(tena
     assert run.log[1]["outputs"]["user_info"]["mobile"] == "13800000003" and step["data"]["run_id"] == run.pk
     assert stored[-1] == ("assistant", "true")
     assert scripted_llm.requests() == []  # no llm step: the model is not called
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_step_is_the_reply_and_the_run_is_logged_failed(tenant, member):
+    from agents.models import WorkflowRun
+    from agents.runtime import run_turn
+    from agents.services import agent_create
+    from memory.services import conversation_start, message_add
+
+    with tenant_scope(tenant):
+        agent = agent_create(tenant=tenant, name="营销助理", kind="workflow")
+    _stored(tenant, MARKETING, agent=agent)
+    with tenant_scope(tenant):
+        conversation = conversation_start(agent=agent, user=member)
+        user = message_add(conversation=conversation, role="user", content="hello", client_id="c1")
+    sink = Collector()
+
+    async def go():
+        with tenant_scope(tenant), translation.override("en"):
+            return await run_turn(conversation=conversation, user_message=user, sink=sink)
+
+    reply = asyncio.run(go())
+    assert "Missing input: user_tag, marketing_need" in reply.content
+    assert [(f["name"], f["status"]) for f in sink.frames if f["type"] == "tool"] == [
+        ("input_step", "started"),
+        ("input_step", "failed"),
+    ]
+    assert sink.frames[-2]["status"] == "failed" and sink.frames[-1]["type"] == "done"
+    with tenant_scope(tenant):
+        run = WorkflowRun.objects.get()
+    assert run.status == "failed" and run.log[0]["error"].startswith("Missing input")
+
+
+@pytest.mark.django_db
+def test_run_log_pages_and_admin_keep_tenants_apart(login, tenant, tenant_admin, member, workflows):
+    from agents.models import WorkflowRun
+
+    with tenant_scope(tenant):
+        mine = WorkflowRun.objects.create(tenant=tenant, workflow=workflows["mine"], status="completed",
+                                          log=[{"step": "input_step", "type": "input", "inputs": {}, "outputs": {},
+                                                "ms": 1.5, "error": ""}])  # fmt: skip
+    theirs_workflow = workflows["theirs"]
+    with tenant_scope(theirs_workflow.tenant):
+        theirs = WorkflowRun.objects.create(tenant=theirs_workflow.tenant, workflow=theirs_workflow, status="failed")
+    client = login(member, tenant)
+    page = client.get(reverse("agents:workflows:run", args=[workflows["mine"].pk, mine.pk]))
+    assert page.status_code == 200 and "input_step" in page.content.decode()
+    assert (
+        f'data-run="{mine.pk}"'
+        in client.get(reverse("agents:workflows:runs", args=[workflows["mine"].pk])).content.decode()
+    )
+    admin = login(tenant_admin, tenant)
+    assert admin.get(f"/admin/agents/workflowrun/{mine.pk}/change/").status_code == 200
+    assert admin.get(f"/admin/agents/workflowrun/{theirs.pk}/change/").status_code in (302, 404)
