@@ -34,6 +34,7 @@ def test_the_editor_shows_a_validation_error_and_saves_the_fixed_yaml(live_serve
     errors = page.locator("#workflow-errors")
     assert "The YAML is malformed" in errors.inner_text() and "line 30" in errors.inner_text()
     assert "type: [custom" in page.locator("#id_yaml").input_value()  # the text is kept for fixing
+    assert page.locator(".yaml-gutter .error-mark").inner_text().startswith("30")  # marked next to the line
 
     page.locator("#id_yaml").fill(text)
     page.click("#save-workflow")
