@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 import agents.workflows.functions  # noqa: F401  (registers the seed's plugins and functions)
 from agents.models import Workflow
@@ -24,6 +25,7 @@ from llm.client import database_sync_to_async
 from llm.selectors import default_provider
 from memory.models import Conversation, Message, MessageStatus
 from memory.services import assistant_message_finish
+from tenants.navigation import HomeCard, register_card
 
 
 @dataclass
@@ -120,3 +122,14 @@ async def run_workflow_turn(
 
 
 register_turn_runner("workflow", run_workflow_turn)
+
+# Imported from AgentsConfig.ready(): the home page also gets a card for the workflows.
+register_card(
+    HomeCard(
+        key="workflows",
+        title=gettext_lazy("Workflows"),
+        description=gettext_lazy("YAML workflows of input, plugin, llm, custom and output steps, and their run logs."),
+        url_name="agents:workflows:list",
+        order=25,
+    )
+)

@@ -383,3 +383,9 @@ def test_run_log_pages_and_admin_keep_tenants_apart(login, tenant, tenant_admin,
     admin = login(tenant_admin, tenant)
     assert admin.get(f"/admin/agents/workflowrun/{mine.pk}/change/").status_code == 200
     assert admin.get(f"/admin/agents/workflowrun/{theirs.pk}/change/").status_code in (302, 404)
+
+
+@pytest.mark.django_db
+def test_the_home_page_has_a_workflows_card(login, tenant, member):
+    body = login(member, tenant).get("/").content.decode()
+    assert 'data-card="workflows"' in body and reverse("agents:workflows:list") in body
