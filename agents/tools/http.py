@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext as _
 
@@ -59,6 +59,7 @@ DEFAULT_BLOCKED_NETWORKS = (
     "ff00::/8",  # multicast
 )
 
+_CREDENTIAL_HEADERS = {"authorization", "cookie", "proxy-authorization"}
 _DROPPED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "upgrade"}
 
 
@@ -154,6 +155,7 @@ async def _fetch(
     async with httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=timeout) as client:
         for _hop in range(MAX_REDIRECTS + 1):
             target = await _check_url(url, patterns)
+            client.cookies.clear()  # the jar is keyed by the address connected to, not by the host name
             request_headers = {**headers, "Host": url.netloc.decode("ascii")}
             request = client.build_request(
                 method,
@@ -165,7 +167,11 @@ async def _fetch(
             response = await client.send(request, stream=True)
             try:
                 if response.is_redirect and "location" in response.headers:
-                    url = url.join(response.headers["location"])
+                    next_url = url.join(response.headers["location"])
+                    if (next_url.scheme, next_url.netloc) != (url.scheme, url.netloc):
+                        # Credentials meant for one host are not handed to the next one.
+                        headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
+                    url = next_url
                     if response.status_code not in (307, 308):
                         method, body = "GET", None
                     continue
@@ -226,7 +232,7 @@ class HttpRequestTool(Tool):
             for key, value in (arguments.get("headers") or {}).items()
             if str(key).lower() not in _DROPPED_HEADERS
         }
-        patterns = await sync_to_async(_allowed_patterns)(call.tenant)
+        patterns = await database_sync_to_async(_allowed_patterns)(call.tenant)
         timeout = float(getattr(settings, "HTTP_TOOL_TIMEOUT", DEFAULT_TIMEOUT))
         try:
             result = await asyncio.wait_for(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.utils.translation import gettext as _
 
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
@@ -62,7 +62,7 @@ class DeepThinkTool(Tool):
     async def run(self, arguments: dict[str, Any], call: ToolCallContext) -> ToolResult:
         from llm.client import complete_chat
 
-        choice = await sync_to_async(_reasoning_model)(call.tenant)
+        choice = await database_sync_to_async(_reasoning_model)(call.tenant)
         if choice is None:
             raise ToolError(_("No model is configured for deep reasoning; answer without it."))
         question = arguments["question"]

@@ -63,6 +63,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"{}")
         elif self.path == "/redirect-inside":
             self._send(302, b"", Location="/json")
+        elif self.path == "/headers":
+            self._send(200, json.dumps({"authorization": self.headers.get("Authorization")}).encode())
+        elif self.path.startswith("/redirect-to/"):
+            self._send(302, b"", Location=self.path.removeprefix("/redirect-to/"))
         elif self.path == "/redirect-outside":
             self._send(302, b"", Location="http://metadata.test/latest/")
         else:
@@ -77,6 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
 def http_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
+    server.handle_error = lambda request, address: None  # the timeout test hangs up on the slow handler
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server.server_address[1]
@@ -89,6 +94,7 @@ def fake_dns(monkeypatch):
     """Names of the tests resolve to chosen addresses; others go to the real resolver (localhost)."""
     names = {
         "api.test": ["127.0.0.1"],
+        "other.test": ["127.0.0.1"],
         "metadata.test": ["169.254.169.254"],
         "intranet.test": ["10.0.0.7"],
         "mixed.test": ["93.184.216.34", "192.168.1.20"],
@@ -160,9 +166,9 @@ async def test_private_and_special_addresses_are_refused_even_when_allowed(tenan
 
 
 async def _allow_async(tenant, *hosts):
-    from asgiref.sync import sync_to_async
+    from channels.db import database_sync_to_async
 
-    await sync_to_async(_allow)(tenant, *hosts)
+    await database_sync_to_async(_allow)(tenant, *hosts)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -191,6 +197,19 @@ async def test_success_path_connects_to_the_checked_address(tenant, fake_dns, ht
     followed = await _request(tenant, url=f"http://api.test:{http_server}/redirect-inside")
     assert followed.content["url"].endswith("/json")
     assert followed.content["body"]["dish"] == "包子"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_credentials_are_not_passed_to_another_host_on_redirect(tenant, fake_dns, http_server, settings):
+    settings.HTTP_TOOL_BLOCKED_NETWORKS = LOOPBACK_ALLOWED
+    await _allow_async(tenant, "api.test", "other.test")
+    headers = {"Authorization": "Bearer secret"}
+    same = await _request(tenant, url=f"http://api.test:{http_server}/redirect-to//headers", headers=headers)
+    assert same.content["body"] == {"authorization": "Bearer secret"}
+    elsewhere = f"http://other.test:{http_server}/headers"
+    other = await _request(tenant, url=f"http://api.test:{http_server}/redirect-to/{elsewhere}", headers=headers)
+    assert other.content["url"] == elsewhere
+    assert other.content["body"] == {"authorization": None}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -235,7 +254,7 @@ def test_conclusion_is_the_text_after_the_marker():
 
 @pytest.mark.django_db(transaction=True)
 async def test_deep_think_asks_the_reasoning_model_and_returns_the_conclusion(tenant, scripted_llm):
-    from asgiref.sync import sync_to_async
+    from channels.db import database_sync_to_async
 
     def make_provider():
         with tenant_scope(tenant):
@@ -243,7 +262,7 @@ async def test_deep_think_asks_the_reasoning_model_and_returns_the_conclusion(te
                 tenant=tenant, base_url=scripted_llm.base_url, is_default=True, reasoning_model="deep-r1"
             )
 
-    await sync_to_async(make_provider)()
+    await database_sync_to_async(make_provider)()
     scripted_llm.set_rules(
         {
             "when": {"model": "deep-r1", "system_prompt": "结论/Conclusion"},
@@ -268,7 +287,7 @@ async def test_deep_think_asks_the_reasoning_model_and_returns_the_conclusion(te
     from llm.client import flush_records
 
     await flush_records()
-    assert await sync_to_async(purposes)() == ["extract"]
+    assert await database_sync_to_async(purposes)() == ["extract"]
 
 
 @pytest.mark.django_db

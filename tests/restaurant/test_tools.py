@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.urls import reverse
 
 from agents.packs.restaurant.demo import menu_ensure, seed_restaurant_demo
@@ -69,7 +69,7 @@ async def test_order_sold_out_unknown_and_checkout(tenant, other_tenant, member,
             order = Order.objects.get()
             return order, [(line.name, line.quantity) for line in order.lines.all()]
 
-    order, lines = await sync_to_async(state)()
+    order, lines = await database_sync_to_async(state)()
     assert lines == [("包子", 4), ("可乐", 2)]
     assert order.diners == 2 and order.total == Decimal("22.00") and order.status == OrderStatus.OPEN
 
@@ -78,7 +78,7 @@ async def test_order_sold_out_unknown_and_checkout(tenant, other_tenant, member,
     assert paid.context["restaurant_total"] == "22.00"
     with pytest.raises(ToolError, match="no open order"):
         await _run("checkout", {}, call)
-    order, _lines = await sync_to_async(state)()
+    order, _lines = await database_sync_to_async(state)()
     assert order.status == OrderStatus.PAID and order.closed_at is not None
     # A new order after checkout starts afresh.
     await _run("order", {"dish": "饺子", "quantity": 1}, call)
@@ -87,7 +87,7 @@ async def test_order_sold_out_unknown_and_checkout(tenant, other_tenant, member,
         with all_tenants(reason="test: count both tenants' orders"):
             return Order.objects.filter(tenant=other_tenant).count(), Order.objects.filter(tenant=tenant).count()
 
-    assert await sync_to_async(counts)() == (0, 2)
+    assert await database_sync_to_async(counts)() == (0, 2)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -100,7 +100,7 @@ async def test_each_conversation_has_its_own_open_order(tenant, member, menus):
             agent = agent_create(tenant=tenant, name="Waiter")
             return conversation_start(agent=agent, user=member).pk, conversation_start(agent=agent, user=member).pk
 
-    first, second = await sync_to_async(start)()
+    first, second = await database_sync_to_async(start)()
     await _run("order", {"dish": "包子", "quantity": 2}, ToolCallContext(tenant, member.pk, conversation_id=first))
     await _run("order", {"dish": "饺子", "quantity": 1}, ToolCallContext(tenant, member.pk, conversation_id=second))
     paid = await _run("checkout", {}, ToolCallContext(tenant, member.pk, conversation_id=first))
@@ -110,7 +110,7 @@ async def test_each_conversation_has_its_own_open_order(tenant, member, menus):
         with tenant_scope(tenant):
             return list(Order.objects.filter(status=OrderStatus.OPEN).values_list("conversation_id", flat=True))
 
-    assert await sync_to_async(open_orders)() == [second]
+    assert await database_sync_to_async(open_orders)() == [second]
 
 
 def test_demo_seeder_is_idempotent_and_only_for_the_restaurant_tenant(db):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.utils.translation import gettext as _
 
 from agents.packs.restaurant import services
@@ -55,7 +55,7 @@ class MenuTool(Tool):
     }
 
     async def run(self, arguments: dict[str, Any], call: ToolCallContext) -> ToolResult:
-        text = await sync_to_async(_menu_text)(call, arguments.get("category", ""))
+        text = await database_sync_to_async(_menu_text)(call, arguments.get("category", ""))
         return ToolResult(content=text)
 
 
@@ -97,7 +97,9 @@ class OrderTool(Tool):
     }
 
     async def run(self, arguments: dict[str, Any], call: ToolCallContext) -> ToolResult:
-        return await sync_to_async(_order)(call, arguments["dish"], arguments["quantity"], arguments.get("diners"))
+        return await database_sync_to_async(_order)(
+            call, arguments["dish"], arguments["quantity"], arguments.get("diners")
+        )
 
 
 def _checkout(call: ToolCallContext) -> ToolResult:
@@ -121,4 +123,4 @@ class CheckoutTool(Tool):
     parameters = {"type": "object", "properties": {}, "additionalProperties": False}
 
     async def run(self, arguments: dict[str, Any], call: ToolCallContext) -> ToolResult:
-        return await sync_to_async(_checkout)(call)
+        return await database_sync_to_async(_checkout)(call)
