@@ -37,7 +37,9 @@ class WorkflowIssue:
 
     def __str__(self) -> str:
         where = []
-        if self.line is not None:
+        if self.line is not None and self.column is not None:
+            where.append(_("line %(line)s, column %(column)s") % {"line": self.line, "column": self.column})
+        elif self.line is not None:
             where.append(_("line %(line)s") % {"line": self.line})
         if self.step:
             where.append(_("step “%(step)s”") % {"step": self.step})
