@@ -115,3 +115,13 @@ def pytest_collection_modifyitems(config, items) -> None:
     # Playwright's sync API keeps an event loop running in the main thread while the browser lives; running the
     # browser tests last keeps it away from the asyncio tests.
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+@pytest.fixture(autouse=True)
+def _english_unless_asked(request):
+    """Code under test speaks English unless a test asks for another language (a request's Accept-Language,
+    translation.override): the site default is zh-hans, and a language activated by one test must not leak."""
+    from django.utils import translation
+
+    with translation.override("en"):
+        yield

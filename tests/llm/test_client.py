@@ -251,8 +251,8 @@ async def test_quota_exceeded_is_refused_before_sending(tenant, provider, script
         await complete_chat(tenant=tenant, provider=provider, messages=USER)
 
     assert caught.value.code == errors.QUOTA_EXCEEDED
-    assert "预算" in caught.value.message  # the active language (zh-hans by default)
-    assert "monthly token budget" in errors.message_for(caught.value.code, "en")
+    assert "monthly token budget" in caught.value.message  # the active language (English in tests)
+    assert "预算" in errors.message_for(caught.value.code, "zh-hans")
     assert scripted_llm.requests("") == []
     calls = await calls_of(tenant)
     assert (calls[-1].status, calls[-1].error_code, calls[-1].total_tokens) == (CallStatus.REFUSED, "quota_exceeded", 0)

@@ -61,33 +61,37 @@ async def _say(tenant, conversation, text):
     return reply.content, sink.tools()
 
 
-async def test_the_demo_waiter_takes_an_order_end_to_end(waiter_conversation, monkeypatch):
+@pytest.mark.parametrize(("language", "sold_out"), [("en", "面包 is sold out"), ("zh-hans", "面包今天已售罄")])
+async def test_the_demo_waiter_takes_an_order_end_to_end(waiter_conversation, monkeypatch, language, sold_out):
+    from django.utils import translation
+
     monkeypatch.setitem(demo_engine().defaults, "delay", 0)  # the demo's typing pace only slows the test down
     tenant, conversation = await waiter_conversation()
+    # The tools answer in the user's language; the demo waiter relays them either way.
+    with translation.override(language):
+        text, tools = await _say(tenant, conversation, "你们有什么吃的？")
+        assert tools == [("menu", "completed")]
+        assert "包子" in text and "面包" in text
 
-    text, tools = await _say(tenant, conversation, "你们有什么吃的？")
-    assert tools == [("menu", "completed")]
-    assert "包子" in text and "面包" in text
+        text, tools = await _say(tenant, conversation, "我要包子")
+        assert tools == []  # no quantity given: the waiter asks instead of inventing one
+        assert "包子要几份" in text
 
-    text, tools = await _say(tenant, conversation, "我要包子")
-    assert tools == []  # no quantity given: the waiter asks instead of inventing one
-    assert "包子要几份" in text
+        text, tools = await _say(tenant, conversation, "来3个包子")
+        assert tools == [("order", "completed")]
+        assert "包子 × 3" in text
 
-    text, tools = await _say(tenant, conversation, "来3个包子")
-    assert tools == [("order", "completed")]
-    assert "包子 × 3" in text
+        text, tools = await _say(tenant, conversation, "再来两个面包")
+        assert tools == [("order", "failed")]
+        assert sold_out in text and "Error" not in text
 
-    text, tools = await _say(tenant, conversation, "再来两个面包")
-    assert tools == [("order", "failed")]
-    assert "面包 is sold out" in text and "Error" not in text
+        text, tools = await _say(tenant, conversation, "结账")
+        assert tools == [("checkout", "completed")]
+        assert "¥9.00" in text and "谢谢光临" in text
 
-    text, tools = await _say(tenant, conversation, "结账")
-    assert tools == [("checkout", "completed")]
-    assert "¥9.00" in text and "谢谢光临" in text
+        def order():
+            with tenant_scope(tenant):
+                return Order.objects.get(conversation=conversation)
 
-    def order():
-        with tenant_scope(tenant):
-            return Order.objects.get(conversation=conversation)
-
-    paid = await database_sync_to_async(order)()
+        paid = await database_sync_to_async(order)()
     assert paid.status == OrderStatus.PAID and paid.total == Decimal("9.00")
