@@ -198,3 +198,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# Agents and tools (docs/tools.md, docs/tools-loop.md).
+# Rounds of tool calls in one turn before the loop gives up with a clear message.
+AGENT_MAX_TOOL_ITERATIONS = env.int("AGENT_MAX_TOOL_ITERATIONS", default=6)
+# Seconds one tool call may run.
+AGENT_TOOL_TIMEOUT = env.float("AGENT_TOOL_TIMEOUT", default=30.0)
+# The http_request tool: total seconds per request, and the largest response body it reads.
+HTTP_TOOL_TIMEOUT = env.float("HTTP_TOOL_TIMEOUT", default=10.0)
+HTTP_TOOL_MAX_BYTES = env.int("HTTP_TOOL_MAX_BYTES", default=1_000_000)
