@@ -7,37 +7,26 @@ from channels.db import database_sync_to_async
 
 from agents.runtime import run_turn
 from agents.services import agent_create
-from llm.client import flush_records
 from llm.models import LLMCall
 from memory.models import Message, MessageStatus
 from memory.services import conversation_start, message_add
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
+from tests.turns import Collector, user_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PROMPT = "You advise on solar panels."
 
 
+async def _turn(tenant, conversation, text, stop=None):
+    return await user_turn(tenant, conversation, text, stop=stop, client_id="c-" + text[:20])
+
+
 @pytest.fixture(autouse=True)
 def _fast_retries(settings):
     settings.LLM_RETRY_BASE_DELAY = 0.01
     settings.LLM_RETRY_MAX_DELAY = 0.02
-
-
-class Collector:
-    """A sink that keeps the frames, numbered like the chat log does."""
-
-    def __init__(self) -> None:
-        self.frames: list[dict] = []
-
-    async def emit(self, frame: dict) -> dict:
-        frame = {"seq": len(self.frames) + 1, **frame}
-        self.frames.append(frame)
-        return frame
-
-    def types(self) -> list[str]:
-        return [frame["type"] for frame in self.frames]
 
 
 @pytest.fixture
@@ -59,15 +48,6 @@ def conversation_factory(tenant, member, scripted_llm):
 def _add(tenant, conversation, role, content, **kwargs):
     with tenant_scope(tenant):
         return message_add(conversation=conversation, role=role, content=content, **kwargs)
-
-
-async def _turn(tenant, conversation, text, stop=None):
-    user = await database_sync_to_async(_add)(tenant, conversation, "user", text, client_id="c-" + text[:20])
-    sink = Collector()
-    with tenant_scope(tenant):
-        reply = await run_turn(conversation=conversation, user_message=user, sink=sink, stop=stop)
-        await flush_records()
-    return user, reply, sink
 
 
 def _rows(tenant, conversation):

@@ -7,36 +7,28 @@ import pytest
 from channels.db import database_sync_to_async
 
 from agents import textprotocol
-from agents.runtime import run_turn
 from agents.services import agent_create
 from agents.tools import get_tool
-from llm.client import flush_records
 from memory.models import Message
-from memory.services import conversation_start, message_add
+from memory.services import conversation_start
 from tenants.scope import tenant_scope
 from tests.agents.test_toolloop import RUNS
 from tests.llm.factories import ModelProviderFactory
+from tests.turns import user_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROLE = "你是天气播报员。"
 
 
+async def _turn(tenant, conversation, text):
+    _user, reply, sink = await user_turn(tenant, conversation, text)
+    return reply, sink
+
+
 @pytest.fixture(autouse=True)
 def _clean():
     RUNS.clear()
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.frames: list[dict] = []
-
-    async def emit(self, frame: dict) -> dict:
-        self.frames.append(frame)
-        return frame
-
-    def of(self, kind: str) -> list[dict]:
-        return [frame for frame in self.frames if frame["type"] == kind]
 
 
 @pytest.fixture
@@ -55,19 +47,6 @@ def make_conversation(tenant, member, scripted_llm):
             return conversation_start(agent=agent, user=member)
 
     return database_sync_to_async(_make)
-
-
-async def _turn(tenant, conversation, text):
-    def add():
-        with tenant_scope(tenant):
-            return message_add(conversation=conversation, role="user", content=text)
-
-    user = await database_sync_to_async(add)()
-    sink = Collector()
-    with tenant_scope(tenant):
-        reply = await run_turn(conversation=conversation, user_message=user, sink=sink)
-        await flush_records()
-    return reply, sink
 
 
 async def _bodies(scripted_llm):

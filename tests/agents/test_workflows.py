@@ -14,6 +14,7 @@ from agents.workflows.runner import run_workflow
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
+from tests.turns import Collector
 
 
 @pytest.fixture(autouse=True)
@@ -280,15 +281,6 @@ def test_admin_validates_the_yaml_and_hides_other_tenants(login, tenant, tenant_
         **EN,
     )
     assert response.status_code == 200 and "Unknown plugin “nope”" in response.content.decode()
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.frames: list[dict] = []
-
-    async def emit(self, frame: dict) -> dict:
-        self.frames.append(frame)
-        return frame
 
 
 @pytest.mark.django_db(transaction=True)

@@ -9,28 +9,19 @@ from channels.db import database_sync_to_async
 
 from agents.packs.restaurant.demo import seed_restaurant_demo
 from agents.packs.restaurant.models import Order, OrderStatus
-from agents.runtime import run_turn
-from llm.client import flush_records
 from llm.demo import demo_engine
 from llm.services import provider_ensure_demo
-from memory.services import conversation_start, message_add
+from memory.services import conversation_start
 from tenants.scope import tenant_scope
 from tests.factories import TenantFactory
+from tests.turns import user_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class Collector:
-    def __init__(self) -> None:
-        self.frames: list[dict] = []
-
-    async def emit(self, frame: dict) -> dict:
-        frame = {"seq": len(self.frames) + 1, **frame}
-        self.frames.append(frame)
-        return frame
-
-    def tools(self) -> list[tuple[str, str]]:
-        return [(f["name"], f["status"]) for f in self.frames if f["type"] == "tool" and f["status"] != "started"]
+async def _say(tenant, conversation, text):
+    _user, reply, sink = await user_turn(tenant, conversation, text)
+    return reply.content, sink.tools()
 
 
 @pytest.fixture
@@ -46,19 +37,6 @@ def waiter_conversation(member):
             return restaurant, conversation_start(agent=waiter, user=member)
 
     return database_sync_to_async(make)
-
-
-async def _say(tenant, conversation, text):
-    def add():
-        with tenant_scope(tenant):
-            return message_add(conversation=conversation, role="user", content=text)
-
-    user = await database_sync_to_async(add)()
-    sink = Collector()
-    with tenant_scope(tenant):
-        reply = await run_turn(conversation=conversation, user_message=user, sink=sink)
-        await flush_records()
-    return reply.content, sink.tools()
 
 
 @pytest.mark.parametrize(("language", "sold_out"), [("en", "面包 is sold out"), ("zh-hans", "面包今天已售罄")])
