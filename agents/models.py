@@ -109,6 +109,10 @@ class Agent(TenantOwned):
         data = {name: getattr(self, name) for name in SNAPSHOT_FIELDS}
         data["provider_id"] = self.provider_id
         data["token_overflow_config"] = self.overflow_config().to_dict()
+        if self.kind == AgentKind.WORKFLOW:
+            # A version freezes the workflow document too: editing the workflow later leaves ongoing
+            # conversations on the one they started with (A2).
+            data["workflow_yaml"] = Workflow.objects.filter(agent=self).values_list("yaml", flat=True).first()
         return data
 
     def published_version(self) -> AgentVersion | None:

@@ -34,6 +34,8 @@ class _Setup:
     provider: Any
     model: str
     temperature: float | None
+    # The document the conversation's version froze (None: the workflow as it is now).
+    document_yaml: str | None = None
 
 
 def _setup(conversation: Conversation) -> _Setup:
@@ -48,6 +50,7 @@ def _setup(conversation: Conversation) -> _Setup:
         provider=provider,
         model=model,
         temperature=float(temperature) if temperature is not None else None,
+        document_yaml=snapshot.get("workflow_yaml"),
     )
 
 
@@ -92,6 +95,7 @@ async def run_workflow_turn(
             model=setup.model,
             temperature=setup.temperature,
             on_step=on_step,
+            document_yaml=setup.document_yaml,
         )
         text = result.text if result.status == "completed" else result.error
         status = "completed" if result.status == "completed" else "failed"

@@ -114,13 +114,17 @@ async def workflow_execute(
     model: str | None = None,
     temperature: float | None = None,
     on_step: Any = None,
+    document_yaml: str | None = None,
 ) -> tuple[WorkflowRun, Any]:
-    """Run a stored workflow and record the run; returns (run row, WorkflowRunResult)."""
+    """Run a stored workflow and record the run; returns (run row, WorkflowRunResult).
+
+    `document_yaml` runs a frozen version of the document (an agent version's snapshot) instead of the current one.
+    """
     from agents.workflows.runner import run_workflow
     from llm.client import database_sync_to_async
 
     started = time.perf_counter()
-    document = parse_workflow(workflow.yaml)
+    document = parse_workflow(document_yaml or workflow.yaml)
     result = await run_workflow(
         document,
         tenant=tenant,

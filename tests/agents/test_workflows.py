@@ -381,3 +381,29 @@ def test_run_log_pages_and_admin_keep_tenants_apart(login, tenant, tenant_admin,
 def test_the_home_page_has_a_workflows_card(login, tenant, member):
     body = login(member, tenant).get("/").content.decode()
     assert 'data-card="workflows"' in body and reverse("agents:workflows:list") in body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_published_version_freezes_the_workflow_document(tenant, member, scripted_llm):
+    from agents.models import Workflow
+    from agents.runtime import run_turn
+    from agents.services import agent_create, agent_publish
+    from memory.services import conversation_start, message_add
+
+    with tenant_scope(tenant):
+        ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True)
+        agent = agent_create(tenant=tenant, name="营销助理", kind="workflow")
+    _stored(tenant, MARKETING, agent=agent)
+    with tenant_scope(tenant):
+        version = agent_publish(agent=agent, user=None)
+        assert version.snapshot["workflow_yaml"] == MARKETING
+        conversation = conversation_start(agent=agent, user=member)
+        # The workflow is changed after the conversation started (here: into a document that cannot even parse).
+        Workflow.objects.filter(agent=agent).update(yaml="steps: [unclosed")
+        user = message_add(conversation=conversation, role="user", content="tag: vip\nmarketing_need: 新品")
+
+    async def go():
+        with tenant_scope(tenant):
+            return await run_turn(conversation=conversation, user_message=user, sink=Collector())
+
+    assert asyncio.run(go()).content == "true"  # the version's document ran
