@@ -24,7 +24,8 @@ def _menu_text(call: ToolCallContext, category: str) -> str:
         if category:
             return _("The menu has no dishes in the category %(category)s.") % {"category": category}
         return _("The menu is empty.")
-    lines = [_("Menu:")]
+    # A blank line after the heading, so the list renders as a list in the chat (Markdown).
+    lines = [_("Menu:"), ""]
     for item in items:
         line = f"- {item.name}"
         if item.category:
