@@ -146,3 +146,146 @@ async def _resume_seq(conversation_id: int) -> int:
 def stream_resume_seq(*, conversation_id: int) -> int:
     """The seq after which the page's socket asks for frames (catch_up): what the rendered history already shows."""
     return async_to_sync(_resume_seq)(conversation_id)
+
+
+# The plan panel (static/js/chat.js builds the same cards live from `plan` and `step` frames).
+try:
+    from plans.models import Plan
+except ImportError:  # plans/ lands separately; without it the panel starts empty and fills from the stream
+    Plan = None
+
+
+def _step_status_labels() -> dict[str, str]:
+    from django.utils.translation import gettext as _
+
+    return {
+        "not_started": _("not started"),
+        "in_progress": _("in progress"),
+        "completed": _("completed"),
+        "interrupted": _("interrupted"),
+        "failed": _("failed"),
+    }
+
+
+@dataclass
+class PlanCard:
+    """One plan step as a card: what the template renders on reload."""
+
+    index: int
+    agent_name: str
+    requirement: str
+    status: str
+    status_label: str
+    depends_on: list[int]
+    content: str = ""
+    intent: str = ""
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    link: dict[str, str] | None = None
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        import json
+
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _safe_url(url: Any) -> str:
+    url = str(url or "")
+    return url if url.startswith(("/", "http://", "https://")) else ""
+
+
+def plan_card_result(card: PlanCard, response: Any) -> None:
+    """Fill `card` from an agentChatResponse {content, intent, data} or an AgentExecResult {recordId, output, ...}."""
+    if isinstance(response, str):
+        card.content = response
+        return
+    if not isinstance(response, dict):
+        return
+    card.intent = str(response.get("intent") or "")
+    content = response.get("content", response.get("output"))
+    card.content = content if isinstance(content, str) else ("" if content is None else _cell(content))
+    data = response.get("data")
+    if data is None and isinstance(response.get("output"), (dict, list)):
+        data = response["output"]
+    if isinstance(data, list) and data and all(isinstance(row, dict) for row in data):
+        columns: list[str] = []
+        for row in data:
+            columns.extend(str(key) for key in row if str(key) not in columns)
+        card.columns = columns
+        card.rows = [[_cell(row.get(column)) for column in columns] for row in data]
+    elif isinstance(data, dict) and isinstance(data.get("columns"), list) and isinstance(data.get("rows"), list):
+        card.columns = [_cell(column) for column in data["columns"]]
+        card.rows = [[_cell(value) for value in row] if isinstance(row, list) else [_cell(row)] for row in data["rows"]]
+    elif isinstance(data, dict) and data.get("recordId") and _safe_url(data.get("url")):
+        card.link = {"url": _safe_url(data["url"]), "title": str(data.get("title") or data["url"])}
+
+
+def plan_cards(plan: dict[str, Any]) -> list[PlanCard]:
+    """An ExecutionPlan dict (seed 0 field names, as in the `plan` frame) as cards ordered by seqNo."""
+    labels = _step_status_labels()
+    cards = []
+    for step in plan.get("steps") or []:
+        if not isinstance(step, dict):
+            continue
+        try:
+            index = int(step.get("seqNo"))
+        except (TypeError, ValueError):
+            continue
+        status = str(step.get("status") or "not_started")
+        depends = [int(d) for d in step.get("depends_on") or [] if str(d).isdigit()]
+        card = PlanCard(
+            index=index,
+            agent_name=str(step.get("agentName") or ""),
+            requirement=str(step.get("requirement") or ""),
+            status=status,
+            status_label=labels.get(status, status),
+            depends_on=depends,
+        )
+        plan_card_result(card, step.get("result"))
+        cards.append(card)
+    return sorted(cards, key=lambda card: card.index)
+
+
+def _plan_dict(plan: Any) -> dict[str, Any]:
+    for method in ("as_execution_plan", "to_execution_plan", "as_dict", "to_dict"):
+        if callable(getattr(plan, method, None)):
+            return getattr(plan, method)()
+    steps = []
+    for step in plan.steps.all().order_by("seq_no"):
+        steps.append(
+            {
+                "seqNo": step.seq_no,
+                "agentName": getattr(step, "agent_name", ""),
+                "requirement": getattr(step, "requirement", ""),
+                "status": getattr(step, "status", ""),
+                "result": getattr(step, "result", None),
+                "depends_on": getattr(step, "depends_on", None) or [],
+            }
+        )
+    return {"planId": str(getattr(plan, "plan_id", plan.pk)), "status": getattr(plan, "status", ""), "steps": steps}
+
+
+def conversation_plan(*, conversation: Conversation) -> dict[str, Any] | None:
+    """The latest plan as {"plan_id", "status", "cards"} for the page; None without a plan or the plans app."""
+    if Plan is None:
+        return None
+    try:
+        plan = Plan.objects.filter(conversation=conversation).order_by("-pk").first()
+        if plan is None:
+            return None
+        data = _plan_dict(plan)
+    except Exception:  # the plans app's shape may still move; the stream fills the panel anyway
+        import logging
+
+        logging.getLogger("chat.selectors").exception("plan render failed conversation=%s", conversation.pk)
+        return None
+    return {
+        "plan_id": str(data.get("planId") or ""),
+        "status": str(data.get("status") or ""),
+        "cards": plan_cards(data),
+    }

@@ -120,5 +120,6 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
                 "lastSeq": selectors.stream_resume_seq(conversation_id=conversation.pk),
             },
             "chat_labels": _labels(),
+            "plan": selectors.conversation_plan(conversation=conversation),
         },
     )

@@ -20,7 +20,7 @@
   var running = false;
   // The message sent but not yet acknowledged by a `user_message` frame: resent as is after a reconnect.
   var pending = null;
-  // The reply being written: its bubble, and the step cards of a plan keyed by index.
+  // The reply being written (its bubble), and the plan's step cards keyed by index.
   var reply = null;
   var steps = {};
 
@@ -107,31 +107,185 @@
     item.appendChild(body);
     log.appendChild(item);
     reply = { item: item, tools: tools, steps: stepsBox, body: body, text: text };
-    steps = {};
     return reply;
   }
 
-  // A frame with index > 0 belongs to a plan step: its own card under the reply, keyed by index.
+  // The plan panel (templates/chat/_plan.html): one card per step, keyed by index (= the step's seqNo). Cards
+  // rendered by the server on reload are adopted; `plan` frames add and update them; step frames fill them.
+  var planPanel = document.getElementById("chat-plan");
+  var planSteps = document.getElementById("chat-plan-steps");
+  var planLabels = planPanel ? planPanel.dataset : {};
+
+  function statusLabel(status) {
+    return (labels.stepStatus && labels.stepStatus[status]) || status || "";
+  }
+
+  function adoptCard(card) {
+    var text = null;
+    var body = card.querySelector(".chat-body");
+    if (body) {
+      // Server-rendered content is text: keep it as the card's one text node so deltas append after it.
+      text = document.createTextNode(body.textContent.replace(/^\s+|\s+$/g, ""));
+      body.textContent = "";
+      body.appendChild(text);
+    }
+    return {
+      item: card,
+      status: card.querySelector(".chat-step-status"),
+      agent: card.querySelector(".chat-step-agent"),
+      requirement: card.querySelector(".chat-step-requirement"),
+      after: card.querySelector(".chat-step-after"),
+      tools: card.querySelector(".chat-tools"),
+      body: body,
+      text: text,
+      result: card.querySelector(".chat-step-result"),
+      question: card.querySelector(".chat-step-question"),
+    };
+  }
+
+  if (planSteps) {
+    Array.prototype.forEach.call(planSteps.querySelectorAll(".chat-step"), function (card) {
+      steps[card.dataset.index] = adoptCard(card);
+    });
+  }
+
   function ensureStep(index) {
     if (steps[index]) return steps[index];
-    var target = ensureReply();
     var card = el("section", "chat-step");
     card.dataset.index = String(index);
+    card.dataset.status = "not_started";
     var head = el("header", "chat-step-head");
-    var title = el("span", "chat-step-title", format(labels.step, { index: index }));
-    var status = el("span", "chat-step-status", "");
-    head.appendChild(title);
-    head.appendChild(status);
-    var tools = el("ul", "chat-tools");
-    var body = el("div", "chat-body chat-plain");
-    var text = document.createTextNode("");
-    body.appendChild(text);
+    head.appendChild(el("span", "chat-step-title", format(planLabels.labelStep || labels.step, { index: index })));
+    head.appendChild(el("span", "chat-step-agent", ""));
+    head.appendChild(el("span", "chat-step-status badge", statusLabel("not_started")));
     card.appendChild(head);
-    card.appendChild(tools);
+    card.appendChild(el("p", "chat-step-requirement", ""));
+    var after = el("p", "chat-step-after", "");
+    after.hidden = true;
+    card.appendChild(after);
+    card.appendChild(el("ul", "chat-tools"));
+    var body = el("div", "chat-body chat-plain");
+    body.appendChild(document.createTextNode(""));
     card.appendChild(body);
-    target.steps.appendChild(card);
-    steps[index] = { item: card, status: status, tools: tools, body: body, text: text };
+    card.appendChild(el("div", "chat-step-result"));
+    var container = planSteps;
+    if (!container) container = ensureReply().steps; // a page without the panel: cards under the reply
+    // Keep the cards in index order whatever order their first frames arrive in.
+    var before = null;
+    Array.prototype.forEach.call(container.children, function (other) {
+      if (!before && Number(other.dataset.index) > index) before = other;
+    });
+    container.insertBefore(card, before);
+    if (planPanel) planPanel.hidden = false;
+    steps[index] = adoptCard(card);
     return steps[index];
+  }
+
+  function setStepStatus(card, status) {
+    if (!status) return;
+    card.item.dataset.status = status;
+    if (card.status) card.status.textContent = statusLabel(status);
+  }
+
+  function showQuestion(card, question) {
+    if (card.item.dataset.status !== "interrupted") {
+      if (card.question) card.question.hidden = true;
+      return;
+    }
+    if (!card.question) {
+      card.question = el("div", "chat-step-question");
+      card.question.appendChild(el("strong", null, planLabels.labelWaiting || ""));
+      card.question.appendChild(document.createTextNode(" "));
+      card.question.appendChild(el("span", null, ""));
+      card.item.insertBefore(card.question, card.tools);
+    }
+    card.question.hidden = false;
+    if (question) card.question.querySelector("span").textContent = question;
+  }
+
+  function safeUrl(url) {
+    url = String(url || "");
+    return /^(\/|https?:\/\/)/i.test(url) ? url : "";
+  }
+
+  function cell(value) {
+    if (value === null || value === undefined) return "";
+    return typeof value === "object" ? JSON.stringify(value) : String(value);
+  }
+
+  function buildTable(columns, rows) {
+    var table = el("table", "chat-step-table");
+    var head = el("tr");
+    columns.forEach(function (column) { head.appendChild(el("th", null, cell(column))); });
+    table.appendChild(el("thead")).appendChild(head);
+    var tbody = table.appendChild(el("tbody"));
+    rows.forEach(function (row) {
+      var tr = el("tr");
+      row.forEach(function (value) { tr.appendChild(el("td", null, cell(value))); });
+      tbody.appendChild(tr);
+    });
+    return table;
+  }
+
+  // A structured result by shape: a list of objects or {columns, rows} is a table, {recordId, url, title} a link.
+  function renderResult(card, response) {
+    if (typeof response === "string") response = { content: response };
+    if (!response || typeof response !== "object") return;
+    var content = response.content !== undefined ? response.content : response.output;
+    var data = response.data;
+    if (data === undefined && response.output && typeof response.output === "object") data = response.output;
+    if (response.intent) card.item.dataset.intent = String(response.intent);
+    var node = null;
+    if (Array.isArray(data) && data.length && data.every(function (row) { return row && typeof row === "object" && !Array.isArray(row); })) {
+      var columns = [];
+      data.forEach(function (row) {
+        Object.keys(row).forEach(function (key) { if (columns.indexOf(key) < 0) columns.push(key); });
+      });
+      node = buildTable(columns, data.map(function (row) { return columns.map(function (key) { return row[key]; }); }));
+    } else if (data && typeof data === "object" && Array.isArray(data.columns) && Array.isArray(data.rows)) {
+      node = buildTable(data.columns, data.rows.map(function (row) { return Array.isArray(row) ? row : [row]; }));
+    } else if (data && typeof data === "object" && data.recordId && safeUrl(data.url)) {
+      node = el("a", "chat-step-link", data.title || data.url);
+      node.href = safeUrl(data.url);
+    }
+    if (node && card.result) {
+      card.result.textContent = "";
+      card.result.appendChild(node);
+    }
+    if (card.item.dataset.status === "interrupted") {
+      showQuestion(card, typeof content === "string" ? content : "");
+    } else if (typeof content === "string" && content && card.text && !card.text.data) {
+      card.text.appendData(content);
+    }
+  }
+
+  function updatePlan(plan) {
+    if (!plan || typeof plan !== "object") return;
+    if (planPanel) {
+      var planId = plan.planId ? String(plan.planId) : "";
+      if (planId && planPanel.dataset.planId && planPanel.dataset.planId !== planId && planSteps) {
+        // A new plan replaces the previous one's cards.
+        planSteps.textContent = "";
+        Object.keys(steps).forEach(function (key) { delete steps[key]; });
+      }
+      if (planId) planPanel.dataset.planId = planId;
+      if (plan.status) planPanel.dataset.status = String(plan.status);
+    }
+    (plan.steps || []).forEach(function (step) {
+      var index = Number(step && step.seqNo);
+      if (!index && index !== 0) return;
+      var card = ensureStep(index);
+      if (card.agent) card.agent.textContent = step.agentName || "";
+      if (card.requirement) card.requirement.textContent = step.requirement || "";
+      var depends = Array.isArray(step.depends_on) ? step.depends_on : [];
+      if (card.after) {
+        card.after.hidden = depends.length === 0;
+        card.after.textContent = depends.length ? format(planLabels.labelAfter, { steps: depends.join(", ") }) : "";
+      }
+      setStepStatus(card, step.status);
+      if (step.result !== undefined && step.result !== null) renderResult(card, step.result);
+      else showQuestion(card, "");
+    });
   }
 
   function targetFor(frame) {
@@ -241,13 +395,15 @@
         var index = Number(frame.index) || 0;
         if (index > 0) {
           var card = ensureStep(index);
-          card.status.textContent = (labels.stepStatus && labels.stepStatus[frame.status]) || frame.status || "";
-          card.item.dataset.status = frame.status || "";
-          var answer = frame.agentChatResponse && frame.agentChatResponse.content;
-          if (answer && !card.text.data) card.text.appendData(answer);
+          setStepStatus(card, frame.status);
+          renderResult(card, frame.agentChatResponse || {});
+          if (frame.status !== "interrupted") showQuestion(card, "");
         }
         break;
       }
+      case "plan":
+        updatePlan(frame.plan);
+        break;
       case "done":
         finishReply(frame);
         break;
