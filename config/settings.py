@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "llm",
     "memory",
     "agents",
+    "plans",
     "agents.packs.restaurant",
     "chat",
 ]

@@ -1,0 +1,146 @@
+"""Plans: the planner kind, the executor, interrupt and resume, against the scripted OpenAI-compatible server."""
+
+import asyncio
+
+import pytest
+from channels.db import database_sync_to_async
+
+from agents.services import agent_create
+from agents.tools import ToolResult, python_tool
+from memory.services import conversation_start
+from plans.models import Plan, PlanStep
+from tenants.scope import tenant_scope
+from tests.llm.factories import ModelProviderFactory
+from tests.turns import user_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@python_tool(name="pl_ask", description_en="Asks the user.", parameters={"type": "object", "properties": {}})
+def pl_ask():
+    return ToolResult(content="asked", ask_user="Which city?")
+
+
+def call(name, arguments):
+    return {"name": name, "arguments": arguments}
+
+
+@pytest.fixture
+def setup(tenant, member, scripted_llm):
+    def _make():
+        with tenant_scope(tenant):
+            ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True,
+                                 max_retries=0)  # fmt: skip
+            planner = agent_create(tenant=tenant, name="Planner", system_prompt="PLANNER", kind="planner",
+                                   token_overflow_config={"strategy": "none"})  # fmt: skip
+            for name in ("Finder", "Writer"):
+                agent = agent_create(tenant=tenant, name=name, system_prompt=f"AGENT {name}", description=name,
+                                     token_overflow_config={"strategy": "none"})  # fmt: skip
+                agent.tools = ["pl_ask"]
+                agent.save()
+            return conversation_start(agent=planner, user=member)
+
+    return database_sync_to_async(_make)
+
+
+def _plan(tenant):
+    with tenant_scope(tenant):
+        plan = Plan.objects.get()
+        return plan, list(PlanStep.objects.filter(plan=plan).order_by("seqNo"))
+
+
+PLAN = call(
+    "create_plan",
+    {"name": "Two steps", "steps": [
+        {"seqNo": 1, "agentName": "Writer", "requirement": "write", "depends_on": [0]},
+        {"seqNo": 0, "agentName": "Finder", "requirement": "find"},
+    ]},
+)  # fmt: skip
+
+
+async def _bodies(scripted_llm):
+    return [r["body"] for r in await asyncio.to_thread(scripted_llm.requests)]
+
+
+def _system(body):
+    return body["messages"][0]["content"]
+
+
+async def test_a_valid_plan_runs_in_dependency_order(tenant, setup, scripted_llm):
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"}, "reply": {"tool_calls": [PLAN]}},
+        {"when": {"system_prompt": "AGENT Finder"}, "reply": {"text": "found it"}},
+        {"when": {"system_prompt": "AGENT Writer"}, "reply": {"text": "written"}},
+        {"when": {}, "reply": {"text": "All done."}},
+    )
+    conversation = await setup()
+    _user, reply, sink = await user_turn(tenant, conversation, "Do it")
+    plan, steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "completed" and [s.status for s in steps] == ["completed", "completed"]
+    assert [f["index"] for f in sink.of("step")] == [0, 1]
+    assert steps[1].result["status"] == "completed" and steps[0].result["output"] == "found it"
+    assert sink.of("plan")[-1]["plan"]["status"] == "completed"
+    bodies = await _bodies(scripted_llm)
+    writer = next(b for b in bodies if "AGENT Writer" in _system(b))
+    assert '"found it"' in writer["messages"][-1]["content"]
+    assert reply.content == "All done."
+
+
+async def test_an_invalid_plan_goes_back_and_then_fails_clearly(tenant, setup, scripted_llm):
+    bad = call("create_plan", {"name": "x", "steps": [{"seqNo": 0, "agentName": "Ghost", "requirement": "r"}]})
+    scripted_llm.set_rules({"when": {}, "reply": {"tool_calls": [bad]}})
+    conversation = await setup()
+    _user, reply, _sink = await user_turn(tenant, conversation, "Do it")
+    bodies = await _bodies(scripted_llm)
+    assert len(bodies) == 3
+    assert "Ghost does not exist" in bodies[1]["messages"][-1]["content"]
+    assert "could not make a valid plan" in reply.content
+
+
+def test_a_cycle_is_a_problem(tenant):
+    from plans.services import plan_problems
+
+    with tenant_scope(tenant):
+        agent_create(tenant=tenant, name="A")
+        steps = [{"seqNo": 0, "agentName": "A", "requirement": "r", "depends_on": [1]},
+                 {"seqNo": 1, "agentName": "A", "requirement": "r", "depends_on": [0]}]  # fmt: skip
+        assert plan_problems(tenant=tenant, steps=steps) == ["The steps' dependencies form a cycle."]
+
+
+async def test_interrupt_and_resume_runs_completed_steps_once(tenant, setup, scripted_llm):
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"}, "reply": {"tool_calls": [PLAN]}},
+        {"when": {"system_prompt": "AGENT Finder"}, "reply": {"text": "found it"}},
+        {"when": {"system_prompt": "AGENT Writer", "last_message": "Paris"}, "reply": {"text": "written for Paris"}},
+        {"when": {"system_prompt": "AGENT Writer"}, "reply": {"tool_calls": [call("pl_ask", {})]}},
+        {"when": {}, "reply": {"text": "All done."}},
+    )
+    conversation = await setup()
+    _user, reply, _sink = await user_turn(tenant, conversation, "Do it")
+    plan, steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "interrupted" and [s.status for s in steps] == ["completed", "interrupted"]
+    assert reply.content == "Which city?"
+    _user, reply, _sink = await user_turn(tenant, conversation, "Paris")
+    plan, steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "completed" and plan.userQuery == "Paris"
+    bodies = await _bodies(scripted_llm)
+    assert sum("AGENT Finder" in _system(b) for b in bodies) == 1
+    assert steps[1].result["output"] == "written for Paris"
+
+
+async def test_the_ask_timeout_resumes_with_the_no_reply_text(tenant, setup, scripted_llm):
+    from plans.tasks import NO_REPLY, plan_ask_timeout
+
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"}, "reply": {"tool_calls": [PLAN]}},
+        {"when": {"system_prompt": "AGENT Finder"}, "reply": {"text": "found it"}},
+        {"when": {"system_prompt": "AGENT Writer", "last_message": "not replied"}, "reply": {"text": "default"}},
+        {"when": {"system_prompt": "AGENT Writer"}, "reply": {"tool_calls": [call("pl_ask", {})]}},
+        {"when": {}, "reply": {"text": "All done."}},
+    )
+    conversation = await setup()
+    await user_turn(tenant, conversation, "Do it")
+    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    assert await asyncio.to_thread(plan_ask_timeout, plan.pk) is True
+    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "completed" and plan.userQuery == NO_REPLY
