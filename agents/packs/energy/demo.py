@@ -1,0 +1,96 @@
+"""Demo data of the energy pack: three published agents of issue 7's PV demo for the energy tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agents.models import Agent
+from agents.services import agent_create, agent_publish, agent_update
+from tenants.models import Tenant
+from tenants.scope import tenant_scope
+
+DEMO_TENANT_SLUG = "energy"
+
+# Each prompt starts with a "你是…助手" line that the offline demo model's rules (llm/scripts/demo.yaml) look for.
+ECONOMICS_PROMPT = """你是光伏经济性测算助手。
+你用工具 pv_economics 测算光伏项目的经济性（发电量、收益、投资、回收期、IRR、NPV）。
+规则：
+1，项目地点和项目类型（工商业或户用）是必填的：上下文里用户没有提供，就用 ask_user 问用户，不要自己假设。
+2，装机容量可选，用户没说就用默认值（工商业 100 kW，户用 10 kW）。
+3，工具返回后，用一两句话总结关键结果（回收期、IRR、NPV）。
+You are the PV economics assistant; answer in the user's language."""
+
+SENSITIVITY_PROMPT = """你是敏感性分析助手。
+你用工具 pv_sensitivity 分析电价、单位造价和满发小时数变化 ±10%、±20% 对 IRR、NPV 和回收期的影响，
+沿用上一步光伏经济性测算的结果；工具返回后，说明哪个因素影响最大。
+You are the sensitivity analysis assistant; answer in the user's language."""
+
+REPORT_PROMPT = """你是报告生成助手。
+你用工具 pv_report 把光伏经济性测算和敏感性分析写成 Markdown 报告；工具返回后，简短说明报告已生成。
+You are the report assistant; answer in the user's language."""
+
+DEMO_AGENTS: list[dict[str, Any]] = [
+    {
+        "name": "光伏经济性测算 / PV economics",
+        "description": (
+            "按项目地点和类型（工商业/户用）测算光伏项目的发电量、收益、投资、回收期、IRR 和 NPV；"
+            "缺少地点或类型时先问用户。"
+            " Estimates a PV project's generation, revenue, investment, payback, IRR and NPV from its location and "
+            "type (commercial/residential); asks the user when either is missing."
+        ),
+        "system_prompt": ECONOMICS_PROMPT,
+        "kind": "react",
+        "tools": ["pv_economics", "ask_user"],
+    },
+    {
+        "name": "敏感性分析 / Sensitivity analysis",
+        "description": (
+            "在光伏经济性测算之后，分析电价、单位造价、满发小时数变化 ±10%、±20% 时 IRR、NPV 和回收期的变化。"
+            " After the PV economics, how IRR, NPV and payback move when the electricity price, the cost per kW "
+            "and the full-load hours change by ±10% and ±20%."
+        ),
+        "system_prompt": SENSITIVITY_PROMPT,
+        "kind": "react",
+        "tools": ["pv_sensitivity"],
+    },
+    {
+        "name": "报告生成 / Report",
+        "description": (
+            "把光伏经济性测算和敏感性分析写成一份 Markdown 报告（最后一步）。"
+            " Writes the PV economics and the sensitivity analysis up as a Markdown report (the last step)."
+        ),
+        "system_prompt": REPORT_PROMPT,
+        "kind": "react",
+        "tools": ["pv_report"],
+    },
+]
+
+
+def agent_ensure(*, tenant: Tenant, spec: dict[str, Any]) -> Agent:
+    """An agent created or brought back to `spec`, published when its draft changed."""
+    fields = {key: value for key, value in spec.items() if key not in ("name", "tools")}
+    agent = Agent.objects.filter(tenant=tenant, name=spec["name"]).first()
+    if agent is None:
+        agent = agent_create(tenant=tenant, name=spec["name"], **fields)
+    else:
+        agent = agent_update(agent=agent, **fields)
+    if agent.tools != spec["tools"]:
+        agent.tools = list(spec["tools"])
+        agent.full_clean()
+        agent.save(update_fields=["tools", "updated_at"])
+    published = agent.published_version()
+    if published is None or published.snapshot != agent.snapshot():
+        agent_publish(agent=agent, user=None)
+    return agent
+
+
+def seed_energy_demo(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
+    """The energy demo tenant gets the three PV agents, published (idempotent)."""
+    for tenant in tenants:
+        if tenant.slug != DEMO_TENANT_SLUG:
+            continue
+        with tenant_scope(tenant):
+            agents = [agent_ensure(tenant=tenant, spec=spec) for spec in DEMO_AGENTS]
+            names = ", ".join(f"{agent.name} (v{agent.published_version().number})" for agent in agents)
+        write(f"Energy / 能源 @ {tenant.name}: {names}")

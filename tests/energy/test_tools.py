@@ -1,0 +1,115 @@
+"""The energy pack's tools, its demo agents, and the offline demo model driving the PV economics agent."""
+
+from __future__ import annotations
+
+import pytest
+from channels.db import database_sync_to_async
+
+import agents.packs.energy.tools  # noqa: F401 - registers the tools even before the app is in INSTALLED_APPS
+from agents.models import Agent
+from agents.packs.energy.demo import DEMO_AGENTS, seed_energy_demo
+from agents.tools import ToolCallContext, ToolError, get_tool
+from llm.demo import demo_engine
+from llm.services import provider_ensure_demo
+from memory.services import conversation_start
+from tenants.scope import tenant_scope
+from tests.turns import user_turn
+
+
+def test_pv_economics_requires_the_location_and_the_project_type():
+    tool = get_tool("pv_economics")
+    assert tool.parameters["required"] == ["location", "project_type"]
+    assert tool.validation_errors({"project_type": "工商业"}) == ["arguments: 'location' is a required property"]
+    assert tool.validation_errors({"location": "杭州"}) == ["arguments: 'project_type' is a required property"]
+    assert tool.validation_errors({"location": "杭州", "project_type": "地面电站"})
+    assert tool.validation_errors({"location": "杭州", "project_type": "户用", "capacity_kw": 0})
+    assert tool.validation_errors({"location": "杭州", "project_type": "户用", "capacity_kw": 8}) == []
+    for name in ("pv_economics", "pv_sensitivity", "pv_report"):
+        assert get_tool(name).description("zh-hans") != get_tool(name).description("en")
+
+
+@pytest.mark.django_db
+async def test_economics_then_sensitivity_then_report_through_the_tool_context(tenant):
+    call = ToolCallContext(tenant=tenant)
+    result = await get_tool("pv_economics").run({"location": "杭州余杭区", "project_type": "工商业"}, call)
+    assert "Capacity: 100 kW" in result.content and "Full-load hours: 1100 h" in result.content
+    assert result.context == {"pv_estimate": {"location": "杭州余杭区", "project_type": "工商业"}}
+
+    call.context.update(result.context)
+    sensitivity = await get_tool("pv_sensitivity").run({}, call)
+    assert "| Electricity price | +20% |" in sensitivity.content
+    assert len(sensitivity.context["pv_sensitivity"]) == 12
+
+    report = await get_tool("pv_report").run({}, call)
+    assert report.content.startswith("# PV economics: 杭州余杭区, 工商业")
+    assert "| Factor | Change | IRR |" in report.content
+    assert report.context["report_markdown"] == report.content
+    assert report.context["title"] == "PV economics: 杭州余杭区, 工商业"
+
+    residential = await get_tool("pv_economics").run({"location": "成都", "project_type": "户用"}, call)
+    assert "Capacity: 10 kW" in residential.content and "900 h" in residential.content
+
+
+@pytest.mark.django_db
+async def test_the_tools_refuse_without_an_estimate_or_for_an_unknown_city(tenant):
+    call = ToolCallContext(tenant=tenant)
+    with pytest.raises(ToolError, match="required"):
+        await get_tool("pv_sensitivity").run({}, call)
+    with pytest.raises(ToolError, match="required"):
+        await get_tool("pv_report").run({}, call)
+    with pytest.raises(ToolError, match="Known cities"):
+        await get_tool("pv_economics").run({"location": "火星基地", "project_type": "户用"}, call)
+
+
+def _agents(tenant):
+    with tenant_scope(tenant):
+        return {agent.name: agent for agent in Agent.objects.filter(tenant=tenant)}
+
+
+@pytest.mark.django_db
+def test_the_seeder_gives_the_energy_tenant_three_published_agents_idempotently(tenant, other_tenant):
+    energy = tenant  # the fixture's tenant is the energy demo tenant (slug "energy")
+    lines = []
+    seed_energy_demo([energy, other_tenant], lines.append)
+    agents = _agents(energy)
+    assert set(agents) == {spec["name"] for spec in DEMO_AGENTS}
+    assert agents["光伏经济性测算 / PV economics"].tools == ["pv_economics", "ask_user"]
+    assert agents["敏感性分析 / Sensitivity analysis"].tools == ["pv_sensitivity"]
+    assert agents["报告生成 / Report"].tools == ["pv_report"]
+    with tenant_scope(energy):
+        versions = {name: agent.published_version().number for name, agent in agents.items()}
+    assert set(versions.values()) == {1}
+    assert _agents(other_tenant) == {}  # only the energy tenant
+    assert len(lines) == 1
+
+    seed_energy_demo([energy], lines.append)  # again: nothing new, nothing republished
+    again = _agents(energy)
+    assert {name: agent.pk for name, agent in again.items()} == {name: agent.pk for name, agent in agents.items()}
+    with tenant_scope(energy):
+        assert {name: agent.published_version().number for name, agent in again.items()} == versions
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_demo_model_asks_for_the_location_then_estimates(tenant, member, monkeypatch):
+    monkeypatch.setitem(demo_engine().defaults, "delay", 0)
+
+    def make():
+        energy = tenant
+        provider_ensure_demo(tenant=energy)
+        seed_energy_demo([energy], lambda line: None)
+        with tenant_scope(energy):
+            agent = Agent.objects.get(name="光伏经济性测算 / PV economics")
+            return energy, conversation_start(agent=agent, user=member)
+
+    energy, conversation = await database_sync_to_async(make)()
+    _user, reply, sink = await user_turn(energy, conversation, "帮我算一下光伏项目的收益")
+    assert sink.tools() == [("ask_user", "completed")]
+    assert "请问项目地点在哪里？是工商业还是户用光伏？" in reply.content
+
+    _user, reply, sink = await user_turn(energy, conversation, "地点是杭州余杭区，进行工商业光伏测算")
+    assert sink.tools() == [("pv_economics", "completed")]
+    assert "杭州余杭区, 工商业" in reply.content and "IRR: 21.81%" in reply.content  # 0.5%/year degradation
+
+    _user, reply, sink = await user_turn(energy, conversation, "成都，户用")
+    assert sink.tools() == [("pv_economics", "completed")]
+    assert "Capacity: 10 kW" in reply.content
