@@ -32,9 +32,10 @@ def _concurrency() -> int:
 class _StepSink:
     """Forwards a step agent's deltas and tool frames with index = seqNo; keeps its own step/done/error frames."""
 
-    def __init__(self, sink: Any, seq: int) -> None:
+    def __init__(self, sink: Any, seq: int, plan: Plan | None = None) -> None:
         self.sink = sink
         self.seq = seq
+        self.plan = plan
         self.status: str | None = None
         self.error: str | None = None
 
@@ -44,11 +45,20 @@ class _StepSink:
             self.status = frame.get("status")
             return frame
         if kind == "done":
+            await self._log(LogKind.MODEL_CALL, {"role": "step", "usage": frame.get("usage") or {}})
             return frame
         if kind == "error":
             self.error = frame.get("message") or frame.get("code")
             return frame
+        if kind == "tool" and frame.get("status") != "started":
+            data = {key: frame.get(key) for key in ("name", "call_id", "status", "arguments", "result")}
+            await self._log(LogKind.TOOL_CALL, data)
         return await self.sink.emit({**frame, "index": self.seq})
+
+    async def _log(self, kind: str, data: dict[str, Any]) -> None:
+        """O1: every step agent's tool call (name, arguments, result) and model call goes to PlanLog."""
+        if self.plan is not None:
+            await database_sync_to_async(services.plan_log)(plan=self.plan, kind=kind, step=self.seq, data=data)
 
 
 def _child_conversation(parent: Conversation, agent_name: str) -> Conversation:
@@ -133,6 +143,12 @@ def _snapshot(plan_id: int) -> dict[str, Any]:
     return Plan.objects.get(pk=plan_id).as_execution_plan()
 
 
+def _log_snapshot(plan: Plan, step: PlanStep, moment: str) -> None:
+    """O1: the whole plan's state before and after every step."""
+    data = {"event": f"{moment}_step", "plan": _snapshot(plan.pk)}
+    services.plan_log(plan=plan, kind=LogKind.STATE, step=step.seqNo, data=data)
+
+
 async def _plan_frame(sink: Any, plan_id: int, index: int) -> None:
     await sink.emit({"type": "plan", "index": index, "plan": await database_sync_to_async(_snapshot)(plan_id)})
 
@@ -140,11 +156,13 @@ async def _plan_frame(sink: Any, plan_id: int, index: int) -> None:
 async def _run_step(plan: Plan, step: PlanStep, sink: Any, index: int) -> dict[str, Any]:
     from agents.runtime import run_turn
 
+    await database_sync_to_async(_log_snapshot)(plan, step, "before")
     child, message = await database_sync_to_async(_prepare)(plan, step)
     await _plan_frame(sink, plan.pk, index)
-    step_sink = _StepSink(sink, step.seqNo)
+    step_sink = _StepSink(sink, step.seqNo, plan)
     reply = await run_turn(conversation=child, user_message=message, sink=step_sink, index=step.seqNo)
     result = await database_sync_to_async(_finish_step)(step, child, reply, step_sink)
+    await database_sync_to_async(_log_snapshot)(plan, step, "after")
     await sink.emit(
         {
             "type": "step",

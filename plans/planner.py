@@ -53,6 +53,11 @@ CREATE_PLAN = {
                         "required": ["seqNo", "agentName", "requirement"],
                     },
                 },
+                "allow_concurrency": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Run steps whose dependencies are done at the same time.",
+                },
             },
             "required": ["name", "steps"],
         },

@@ -1,0 +1,118 @@
+"""Plans: a failing step, concurrency, the O1 logs, against the scripted OpenAI-compatible server."""
+
+import asyncio
+
+import pytest
+from channels.db import database_sync_to_async
+
+from plans.models import LogKind, PlanLog
+from tenants.scope import tenant_scope
+from tests.plans.test_plans import _plan, call, setup  # noqa: F401  (fixture)
+from tests.turns import user_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _retries(tenant, count):
+    from llm.models import ModelProvider
+
+    with tenant_scope(tenant):
+        ModelProvider.objects.update(max_retries=count)
+
+
+def _parallel_plan(allow):
+    steps = [
+        {"seqNo": 0, "agentName": "Finder", "requirement": "find"},
+        {"seqNo": 1, "agentName": "Writer", "requirement": "write"},
+    ]
+    return call("create_plan", {"name": "Two", "steps": steps, "allow_concurrency": allow})
+
+
+async def test_a_failing_step_fails_the_plan_and_the_reply_says_which_and_why(tenant, setup, scripted_llm):  # noqa: F811
+    scripted_llm.set_rules(
+        {
+            "when": {"has_tool_results": False, "system_prompt": "PLANNER"},
+            "reply": {"tool_calls": [_parallel_plan(False)]},
+        },
+        {"when": {"system_prompt": "AGENT Finder"}, "reply": {"error": {"status": 500, "message": "boom"}}},
+        {"when": {}, "reply": {"text": "Summary."}},
+    )
+    conversation = await setup()
+    await database_sync_to_async(_retries)(tenant, 1)
+    _user, reply, sink = await user_turn(tenant, conversation, "Do it")
+    plan, steps = await database_sync_to_async(_plan)(tenant)
+    finder = [
+        r for r in await asyncio.to_thread(scripted_llm.requests) if "AGENT Finder" in str(r["body"]["messages"][0])
+    ]
+    assert len(finder) == 2  # the first try and one retry, then the step gives up
+    assert plan.status == "failed"
+    assert [s.status for s in steps] == ["failed", "not_started"]
+    assert reply.content.startswith("Step 0 (Finder) failed: ")
+    assert steps[0].result["output"] in reply.content and steps[0].result["output"]
+    assert sink.of("plan")[-1]["plan"]["status"] == "failed"
+
+
+def _step_times(tenant):
+    """(seqNo -> (started, ended)) from the PlanLog state rows."""
+    with tenant_scope(tenant):
+        rows = list(PlanLog.objects.filter(kind=LogKind.STATE, step__isnull=False).order_by("id"))
+    times = {}
+    for row in rows:
+        if row.data.get("status") == "in_progress":
+            times.setdefault(row.step, [row.created_at, None])
+        elif row.data.get("status") == "completed":
+            times[row.step][1] = row.created_at
+    return times
+
+
+def _concurrent_rules(scripted_llm, allow):
+    scripted_llm.set_rules(
+        {
+            "when": {"has_tool_results": False, "system_prompt": "PLANNER"},
+            "reply": {"tool_calls": [_parallel_plan(allow)]},
+        },
+        {"when": {"system_prompt": "AGENT Finder"}, "reply": {"text": "found it", "first_delay": 0.6}},
+        {"when": {"system_prompt": "AGENT Writer"}, "reply": {"text": "written", "first_delay": 0.6}},
+        {"when": {}, "reply": {"text": "All done."}},
+    )
+
+
+def _assert_ordered_per_index(sink):
+    for seq in (0, 1):
+        started = next(
+            f["seq"]
+            for f in sink.of("plan")
+            if any(s["seqNo"] == seq and s["status"] == "in_progress" for s in f["plan"]["steps"])
+        )
+        last_step = max(f["seq"] for f in sink.of("step"))  # after it: the final reply (the turn's index, 0)
+        mine = [
+            f
+            for f in sink.frames
+            if f["type"] in ("delta", "tool", "step") and f.get("index") == seq and f["seq"] <= last_step
+        ]
+        assert mine and all(f["seq"] > started for f in mine)
+        deltas = [f["seq"] for f in mine if f["type"] == "delta"]
+        assert deltas == sorted(deltas) and "".join(f["content"] for f in mine if f["type"] == "delta")
+        assert mine[-1]["type"] == "step"
+
+
+async def test_independent_steps_run_concurrently_when_allowed(tenant, setup, scripted_llm):  # noqa: F811
+    _concurrent_rules(scripted_llm, True)
+    conversation = await setup()
+    _user, _reply, sink = await user_turn(tenant, conversation, "Do it")
+    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "completed" and plan.allow_concurrency
+    times = await database_sync_to_async(_step_times)(tenant)
+    assert times[1][0] < times[0][1] and times[0][0] < times[1][1]  # the two steps overlap
+    _assert_ordered_per_index(sink)
+
+
+async def test_steps_run_one_after_another_without_concurrency(tenant, setup, scripted_llm):  # noqa: F811
+    _concurrent_rules(scripted_llm, False)
+    conversation = await setup()
+    _user, _reply, sink = await user_turn(tenant, conversation, "Do it")
+    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "completed" and not plan.allow_concurrency
+    times = await database_sync_to_async(_step_times)(tenant)
+    assert times[0][1] <= times[1][0]
+    _assert_ordered_per_index(sink)
