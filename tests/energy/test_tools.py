@@ -113,3 +113,7 @@ async def test_the_demo_model_asks_for_the_location_then_estimates(tenant, membe
     _user, reply, sink = await user_turn(energy, conversation, "成都，户用")
     assert sink.tools() == [("pv_economics", "completed")]
     assert "Capacity: 10 kW" in reply.content
+
+    _user, reply, sink = await user_turn(energy, conversation, "地点是火星基地，工商业")
+    assert sink.tools() == [("pv_economics", "failed")]
+    assert "No full-load hours are known for 火星基地" in reply.content and "Error" not in reply.content
