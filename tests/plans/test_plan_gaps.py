@@ -5,6 +5,7 @@ import asyncio
 import pytest
 from channels.db import database_sync_to_async
 
+from agents.tools import ToolResult, python_tool
 from plans.models import LogKind, PlanLog
 from tenants.scope import tenant_scope
 from tests.plans.test_plans import _plan, call, setup  # noqa: F401  (fixture)
@@ -116,3 +117,51 @@ async def test_steps_run_one_after_another_without_concurrency(tenant, setup, sc
     times = await database_sync_to_async(_step_times)(tenant)
     assert times[0][1] <= times[1][0]
     _assert_ordered_per_index(sink)
+
+
+@python_tool(
+    name="pg_echo",
+    description_en="Echoes a word.",
+    parameters={"type": "object", "properties": {"word": {"type": "string"}}},
+)
+def pg_echo(word: str = ""):
+    return ToolResult(content=f"echo {word}")
+
+
+def _use_echo(tenant):
+    from agents.models import Agent
+
+    with tenant_scope(tenant):
+        Agent.objects.filter(name="Finder").update(tools=["pg_echo"])
+
+
+def _logs(tenant):
+    with tenant_scope(tenant):
+        return list(PlanLog.objects.order_by("id").values("kind", "step", "data"))
+
+
+async def test_step_tool_calls_model_calls_and_plan_states_are_logged(tenant, setup, scripted_llm):  # noqa: F811
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"},
+         "reply": {"tool_calls": [_parallel_plan(False)]}},
+        {"when": {"system_prompt": "AGENT Finder", "has_tool_results": False},
+         "reply": {"tool_calls": [call("pg_echo", {"word": "sun"})]}},
+        {"when": {}, "reply": {"text": "done"}},
+    )  # fmt: skip
+    conversation = await setup()
+    await database_sync_to_async(_use_echo)(tenant)
+    await user_turn(tenant, conversation, "Do it")
+    logs = await database_sync_to_async(_logs)(tenant)
+    tools = [row for row in logs if row["kind"] == LogKind.TOOL_CALL]
+    assert len(tools) == 1 and tools[0]["step"] == 0
+    assert tools[0]["data"]["name"] == "pg_echo" and tools[0]["data"]["arguments"] == {"word": "sun"}
+    assert "echo sun" in tools[0]["data"]["result"]
+    steps_called = {
+        row["step"] for row in logs if row["kind"] == LogKind.MODEL_CALL and row["data"].get("role") == "step"
+    }
+    assert steps_called == {0, 1}
+    for seq in (0, 1):
+        events = [row["data"]["event"] for row in logs if row["step"] == seq and "event" in row["data"]]
+        assert events == ["before_step", "after_step"]
+    after = next(row["data"]["plan"] for row in logs if row["step"] == 0 and row["data"].get("event") == "after_step")
+    assert after["steps"][0]["status"] == "completed" and after["steps"][1]["status"] == "not_started"
