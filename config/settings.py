@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "agents",
     "plans",
     "agents.packs.restaurant",
+    "agents.packs.energy",
     "chat",
 ]
 
