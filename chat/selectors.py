@@ -251,39 +251,14 @@ def plan_cards(plan: dict[str, Any]) -> list[PlanCard]:
     return sorted(cards, key=lambda card: card.index)
 
 
-def _plan_dict(plan: Any) -> dict[str, Any]:
-    for method in ("as_execution_plan", "to_execution_plan", "as_dict", "to_dict"):
-        if callable(getattr(plan, method, None)):
-            return getattr(plan, method)()
-    steps = []
-    for step in plan.steps.all().order_by("seq_no"):
-        steps.append(
-            {
-                "seqNo": step.seq_no,
-                "agentName": getattr(step, "agent_name", ""),
-                "requirement": getattr(step, "requirement", ""),
-                "status": getattr(step, "status", ""),
-                "result": getattr(step, "result", None),
-                "depends_on": getattr(step, "depends_on", None) or [],
-            }
-        )
-    return {"planId": str(getattr(plan, "plan_id", plan.pk)), "status": getattr(plan, "status", ""), "steps": steps}
-
-
 def conversation_plan(*, conversation: Conversation) -> dict[str, Any] | None:
     """The latest plan as {"plan_id", "status", "cards"} for the page; None without a plan or the plans app."""
     if Plan is None:
         return None
-    try:
-        plan = Plan.objects.filter(conversation=conversation).order_by("-pk").first()
-        if plan is None:
-            return None
-        data = _plan_dict(plan)
-    except Exception:  # the plans app's shape may still move; the stream fills the panel anyway
-        import logging
-
-        logging.getLogger("chat.selectors").exception("plan render failed conversation=%s", conversation.pk)
+    plan = Plan.objects.filter(tenant_id=conversation.tenant_id, conversation=conversation).order_by("-pk").first()
+    if plan is None:
         return None
+    data = plan.as_execution_plan()
     return {
         "plan_id": str(data.get("planId") or ""),
         "status": str(data.get("status") or ""),

@@ -97,3 +97,32 @@ def test_with_the_plans_app_a_conversation_without_a_plan_has_an_empty_panel(log
     response = login(member).get(reverse("chat:conversation", args=[conversation.pk]))
     assert response.status_code == 200
     assert response.context["plan"] is None
+
+
+@pytest.mark.skipif(selectors.Plan is None, reason="plans.models is not there yet")
+def test_a_stored_plan_renders_as_cards_on_reload(login, member, tenant):
+    from tests.plans.test_plan_admin import make_plan
+
+    plan = make_plan(tenant, "Solar", user=member)
+    response = login(member).get(reverse("chat:conversation", args=[plan.conversation_id]))
+    assert response.status_code == 200
+    shown = response.context["plan"]
+    assert shown["plan_id"] == str(plan.planId)
+    assert [(card.index, card.status) for card in shown["cards"]] == [(0, "completed"), (1, "not_started")]
+    assert shown["cards"][0].content == "Solar output" and shown["cards"][1].depends_on == [0]
+    html = response.content.decode()
+    assert "Solar first requirement" in html and "Solar output" in html
+
+
+@pytest.mark.skipif(selectors.Plan is None, reason="plans.models is not there yet")
+def test_another_tenants_plan_never_shows(login, member, tenant, other_tenant):
+    from tests.plans.test_plan_admin import make_plan
+
+    theirs = make_plan(other_tenant, "Noodle")
+    mine = _conversation(tenant, member, _agent(tenant))
+    client = login(member)
+    page = client.get(reverse("chat:conversation", args=[mine.pk]))
+    assert page.context["plan"] is None and "Noodle" not in page.content.decode()
+    response = client.get(reverse("chat:conversation", args=[theirs.conversation_id]))
+    assert response.status_code == 404
+    assert "Noodle first requirement" not in response.content.decode()
