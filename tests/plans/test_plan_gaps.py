@@ -165,3 +165,38 @@ async def test_step_tool_calls_model_calls_and_plan_states_are_logged(tenant, se
         assert events == ["before_step", "after_step"]
     after = next(row["data"]["plan"] for row in logs if row["step"] == 0 and row["data"].get("event") == "after_step")
     assert after["steps"][0]["status"] == "completed" and after["steps"][1]["status"] == "not_started"
+
+
+def _user_texts(conversation):
+    from memory.models import Message
+
+    return list(Message.objects.filter(conversation=conversation, role="user").values_list("content", flat=True))
+
+
+async def test_in_eager_mode_the_ask_timeout_is_not_scheduled(tenant, setup, scripted_llm):  # noqa: F811
+    from celery import current_app
+
+    from plans.tasks import NO_REPLY
+
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"},
+         "reply": {"tool_calls": [_parallel_plan(False)]}},
+        {"when": {"system_prompt": "AGENT Finder"}, "reply": {"tool_calls": [call("pl_ask", {})]}},
+        {"when": {}, "reply": {"text": "done"}},
+    )  # fmt: skip
+    conversation = await setup()
+    eager = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = True
+    try:
+        _user, reply, _sink = await user_turn(tenant, conversation, "Do it")
+    finally:
+        current_app.conf.task_always_eager = eager
+    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "interrupted" and reply.content == "Which city?"
+    with_scope = database_sync_to_async(lambda: _scoped(tenant, _user_texts, conversation))
+    assert NO_REPLY not in await with_scope()
+
+
+def _scoped(tenant, function, *args):
+    with tenant_scope(tenant):
+        return function(*args)
