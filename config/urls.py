@@ -12,5 +12,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("agents/", include("agents.urls")),
     path("chat/", include("chat.urls")),
+    path("plans/", include("plans.urls")),
     path("", include("tenants.urls")),
 ]

@@ -84,11 +84,25 @@ def _request(plan: Plan, step: PlanStep) -> str:
     )
 
 
+def _dependency_context(plan: Plan, step: PlanStep) -> dict[str, Any]:
+    """The tool contexts of the steps this one depends on, merged in seqNo order (a later tool reads an earlier
+    tool's result from ToolCallContext.context)."""
+    merged: dict[str, Any] = {}
+    for dep in plan.steps.filter(seqNo__in=step.depends_on or []).order_by("seqNo"):
+        context = (dep.result or {}).get("context")
+        if isinstance(context, dict):
+            merged.update(context)
+    return merged
+
+
 def _prepare(plan: Plan, step: PlanStep) -> tuple[Conversation, Message]:
-    from memory.services import message_add
+    from memory.services import conversation_tool_context_set, message_add
 
     services.step_update(step=step, status=StepStatus.IN_PROGRESS)
     child = _child_conversation(plan.conversation, step.agentName)
+    inherited = _dependency_context(plan, step)
+    if inherited:
+        conversation_tool_context_set(conversation=child, tool_context={**_tool_context(child), **inherited})
     message = message_add(conversation=child, role="user", content=_request(plan, step))
     return child, message
 
@@ -119,6 +133,24 @@ def _tool_context(child: Conversation) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _report_file(step: PlanStep, child: Conversation, context: dict[str, Any]) -> dict[str, Any]:
+    """A report a step's tool wrote (context "report_markdown"/"title") stored as a StepRecord file: the result
+    gets {recordId, url, title} (a link on the step card) and its context keeps the record id, not the text."""
+    from django.urls import reverse
+
+    from memory.services import conversation_tool_context_set
+
+    title = str(context.get("title") or _("Report"))
+    record = StepRecord.objects.create(
+        tenant_id=step.tenant_id, step=step, content=context["report_markdown"], content_type="text/markdown"
+    )
+    record_id = str(record.recordId)
+    slim = {key: value for key, value in context.items() if key != "report_markdown"}
+    conversation_tool_context_set(conversation=child, tool_context=slim)
+    url = reverse("plans:record", kwargs={"record_id": record_id})
+    return {"recordId": record_id, "url": url, "title": title, "context": {**slim, "report_record": record_id}}
+
+
 def _finish_step(step: PlanStep, child: Conversation, reply: Message, sink: _StepSink) -> dict[str, Any]:
     if sink.error or reply.error_code:
         status = StepStatus.FAILED
@@ -127,7 +159,10 @@ def _finish_step(step: PlanStep, child: Conversation, reply: Message, sink: _Ste
     else:
         status = StepStatus.COMPLETED
     text = reply.content or sink.error or ""
-    result = _result(step, text, status, _tool_context(child))
+    context = _tool_context(child)
+    result = _result(step, text, status, context)
+    if status == StepStatus.COMPLETED and isinstance(context.get("report_markdown"), str):
+        result.update(_report_file(step, child, context))
     if status == StepStatus.FAILED and not text:
         result["output"] = sink.error or reply.error_code
     services.step_update(step=step, status=status, result=result)

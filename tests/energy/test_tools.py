@@ -7,7 +7,7 @@ from channels.db import database_sync_to_async
 
 import agents.packs.energy.tools  # noqa: F401 - registers the tools even before the app is in INSTALLED_APPS
 from agents.models import Agent
-from agents.packs.energy.demo import DEMO_AGENTS, seed_energy_demo
+from agents.packs.energy.demo import DEMO_AGENTS, PLANNER_AGENT, seed_energy_demo
 from agents.tools import ToolCallContext, ToolError, get_tool
 from llm.demo import demo_engine
 from llm.services import provider_ensure_demo
@@ -72,7 +72,8 @@ def test_the_seeder_gives_the_energy_tenant_three_published_agents_idempotently(
     lines = []
     seed_energy_demo([energy, other_tenant], lines.append)
     agents = _agents(energy)
-    assert set(agents) == {spec["name"] for spec in DEMO_AGENTS}
+    assert set(agents) == {spec["name"] for spec in [*DEMO_AGENTS, PLANNER_AGENT]}
+    assert agents["能源规划师 / Energy planner"].kind == "planner"
     assert agents["光伏经济性测算 / PV economics"].tools == ["pv_economics", "ask_user"]
     assert agents["敏感性分析 / Sensitivity analysis"].tools == ["pv_sensitivity"]
     assert agents["报告生成 / Report"].tools == ["pv_report"]

@@ -1,4 +1,5 @@
-"""Demo data of the energy pack: three published agents of issue 7's PV demo for the energy tenant."""
+"""Demo data of the energy pack: issue 7's PV demo for the energy tenant — three published step agents and the
+published planner that plans them (economics -> sensitivity -> report)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,21 @@ You are the sensitivity analysis assistant; answer in the user's language."""
 REPORT_PROMPT = """你是报告生成助手。
 你用工具 pv_report 把光伏经济性测算和敏感性分析写成 Markdown 报告；工具返回后，简短说明报告已生成。
 You are the report assistant; answer in the user's language."""
+
+PLANNER_PROMPT = """你是能源规划师。
+你把用户的能源项目需求拆成计划步骤，交给合适的助手执行：光伏经济测算报告依次是光伏经济性测算、敏感性分析、报告生成。
+You are the energy planner; answer in the user's language."""
+
+PLANNER_AGENT: dict[str, Any] = {
+    "name": "能源规划师 / Energy planner",
+    "description": (
+        "把光伏经济测算报告等能源需求拆成计划：光伏经济性测算 -> 敏感性分析 -> 报告生成。"
+        " Plans energy requests such as a PV economics report: PV economics -> sensitivity analysis -> report."
+    ),
+    "system_prompt": PLANNER_PROMPT,
+    "kind": "planner",
+    "tools": [],
+}
 
 DEMO_AGENTS: list[dict[str, Any]] = [
     {
@@ -86,11 +102,11 @@ def agent_ensure(*, tenant: Tenant, spec: dict[str, Any]) -> Agent:
 
 
 def seed_energy_demo(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
-    """The energy demo tenant gets the three PV agents, published (idempotent)."""
+    """The energy demo tenant gets the three PV agents and their planner, published (idempotent)."""
     for tenant in tenants:
         if tenant.slug != DEMO_TENANT_SLUG:
             continue
         with tenant_scope(tenant):
-            agents = [agent_ensure(tenant=tenant, spec=spec) for spec in DEMO_AGENTS]
+            agents = [agent_ensure(tenant=tenant, spec=spec) for spec in [*DEMO_AGENTS, PLANNER_AGENT]]
             names = ", ".join(f"{agent.name} (v{agent.published_version().number})" for agent in agents)
         write(f"Energy / 能源 @ {tenant.name}: {names}")

@@ -1,0 +1,33 @@
+"""Plan views: a stored step record (a report file) for a member of its tenant."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from chat.markdown import render_markdown
+from plans.selectors import record_for_tenant
+
+
+@login_required
+@require_GET
+def record_detail(request: HttpRequest, record_id: uuid.UUID) -> HttpResponse:
+    """The record rendered as HTML; ?download=1 (or ?format=md) gives the raw Markdown as a file."""
+    tenant = getattr(request, "tenant", None)
+    if tenant is None:
+        raise Http404("No active tenant.")
+    record = record_for_tenant(tenant=tenant, record_id=record_id)
+    if record is None:
+        raise Http404("No such record.")
+    if request.GET.get("download") or request.GET.get("format") == "md":
+        response = HttpResponse(record.content, content_type=f"{record.content_type}; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{record.recordId}.md"'
+        return response
+    title = record.step.agentName if record.step else str(record.recordId)
+    return render(
+        request, "plans/record.html", {"record": record, "title": title, "body": render_markdown(record.content)}
+    )
