@@ -68,7 +68,20 @@ def _child_conversation(parent: Conversation, agent_name: str) -> Conversation:
     agent = Agent.objects.get(tenant_id=parent.tenant_id, name=agent_name, active=True)
     title = f"plan:{parent.pk}"
     child = Conversation.objects.filter(agent=agent, user_id=parent.user_id, title=title).first()
-    return child or conversation_start(agent=agent, user=parent.user, title=title)
+    if child is not None:
+        return child
+    child = conversation_start(agent=agent, user=parent.user, title=title)
+    version = child.version
+    snapshot = version.snapshot if version is not None else agent.snapshot()
+    if not snapshot.get("model"):
+        # Step agents that name no model of their own run on the tenant's execution tier (seed 3).
+        from llm.selectors import model_for_tier
+
+        choice = model_for_tier(tenant=parent.tenant, tier="execution", provider=child.provider)
+        if choice is not None and choice.model:
+            child.provider, child.model = choice.provider, choice.model
+            child.save(update_fields=["provider", "model"])
+    return child
 
 
 def _request(plan: Plan, step: PlanStep) -> str:

@@ -144,3 +144,26 @@ async def test_the_ask_timeout_resumes_with_the_no_reply_text(tenant, setup, scr
     assert await asyncio.to_thread(plan_ask_timeout, plan.pk) is True
     plan, _steps = await database_sync_to_async(_plan)(tenant)
     assert plan.status == "completed" and plan.userQuery == NO_REPLY
+
+
+async def test_step_agents_run_on_the_execution_tier(tenant, setup, scripted_llm):
+    from llm.models import ModelProvider
+
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"}, "reply": {"tool_calls": [PLAN]}},
+        {"when": {"system_prompt": "AGENT"}, "reply": {"text": "done"}},
+        {"when": {}, "reply": {"text": "All done."}},
+    )
+    conversation = await setup()
+
+    def tiers():
+        with tenant_scope(tenant):
+            ModelProvider.objects.filter(name="scripted").update(
+                planning_model="plan-model", execution_model="exec-model"
+            )
+
+    await database_sync_to_async(tiers)()
+    await user_turn(tenant, conversation, "Do it")
+    models = {(_system(body).split()[0], body["model"]) for body in await _bodies(scripted_llm)}
+    assert ("AGENT", "exec-model") in models
+    assert not any(model == "exec-model" for prompt, model in models if prompt != "AGENT")
