@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents.models import Agent
-from agents.services import agent_create, agent_publish, agent_update
+from agents.services import agent_ensure
 from memory.overflow import STRATEGY_NONE, STRATEGY_SLIDING_WINDOW, STRATEGY_SUMMARIZE
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
@@ -49,21 +48,6 @@ DEMO_AGENTS: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def _ensure_agent(*, tenant: Tenant, spec: dict[str, Any]) -> tuple[Agent, bool]:
-    """The agent named in `spec`, created or brought back to the spec, and published when the draft changed."""
-    fields = {key: value for key, value in spec.items() if key != "name"}
-    agent = Agent.objects.filter(name=spec["name"]).first()
-    if agent is None:
-        agent = agent_create(tenant=tenant, name=spec["name"], **fields)
-    else:
-        agent = agent_update(agent=agent, **fields)
-    published = agent.published_version()
-    if published is None or published.snapshot != agent.snapshot():
-        agent_publish(agent=agent, user=None)
-        return agent, True
-    return agent, False
-
-
 def seed_demo_agents(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
     """Each demo tenant gets its agents (none, sliding window, summarize), published, using the default provider."""
     for tenant in tenants:
@@ -73,6 +57,6 @@ def seed_demo_agents(tenants: Sequence[Tenant], write: Callable[[str], None]) ->
         names = []
         with tenant_scope(tenant):
             for spec in specs:
-                agent, _published = _ensure_agent(tenant=tenant, spec=spec)
+                agent, _published = agent_ensure(tenant=tenant, spec=spec)
                 names.append(f"{agent.name} (v{agent.published_version().number})")
         write(f"Agents / 智能体 @ {tenant.name}: " + ", ".join(names))

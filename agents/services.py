@@ -62,3 +62,19 @@ def agent_publish(*, agent: Agent, user: AbstractBaseUser | None) -> AgentVersio
         snapshot=agent.snapshot(),
         published_by=user if user is not None and user.is_authenticated else None,
     )
+
+
+def agent_ensure(*, tenant: Tenant, spec: dict[str, Any]) -> tuple[Agent, bool]:
+    """The agent named in `spec` (any of EDITABLE_FIELDS), created or brought back to it, and published when its
+    draft differs from the published version. Returns (agent, whether a version was published). Used by demo data."""
+    fields = {key: value for key, value in spec.items() if key != "name"}
+    agent = Agent.objects.filter(tenant=tenant, name=spec["name"]).first()
+    if agent is None:
+        agent = agent_create(tenant=tenant, name=spec["name"], **fields)
+    else:
+        agent = agent_update(agent=agent, **fields)
+    published = agent.published_version()
+    if published is None or published.snapshot != agent.snapshot():
+        agent_publish(agent=agent, user=None)
+        return agent, True
+    return agent, False

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents.models import Agent
-from agents.services import agent_create, agent_publish, agent_update
+from agents.services import agent_ensure
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
@@ -83,30 +82,12 @@ DEMO_AGENTS: list[dict[str, Any]] = [
 ]
 
 
-def agent_ensure(*, tenant: Tenant, spec: dict[str, Any]) -> Agent:
-    """An agent created or brought back to `spec`, published when its draft changed."""
-    fields = {key: value for key, value in spec.items() if key not in ("name", "tools")}
-    agent = Agent.objects.filter(tenant=tenant, name=spec["name"]).first()
-    if agent is None:
-        agent = agent_create(tenant=tenant, name=spec["name"], **fields)
-    else:
-        agent = agent_update(agent=agent, **fields)
-    if agent.tools != spec["tools"]:
-        agent.tools = list(spec["tools"])
-        agent.full_clean()
-        agent.save(update_fields=["tools", "updated_at"])
-    published = agent.published_version()
-    if published is None or published.snapshot != agent.snapshot():
-        agent_publish(agent=agent, user=None)
-    return agent
-
-
 def seed_energy_demo(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
     """The energy demo tenant gets the three PV agents and their planner, published (idempotent)."""
     for tenant in tenants:
         if tenant.slug != DEMO_TENANT_SLUG:
             continue
         with tenant_scope(tenant):
-            agents = [agent_ensure(tenant=tenant, spec=spec) for spec in [*DEMO_AGENTS, PLANNER_AGENT]]
+            agents = [agent_ensure(tenant=tenant, spec=spec)[0] for spec in [*DEMO_AGENTS, PLANNER_AGENT]]
             names = ", ".join(f"{agent.name} (v{agent.published_version().number})" for agent in agents)
         write(f"Energy / 能源 @ {tenant.name}: {names}")

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 
-from agents.models import Agent
 from agents.packs.restaurant.models import MenuItem
-from agents.services import agent_create, agent_publish, agent_update
+from agents.services import agent_ensure
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
@@ -79,24 +78,6 @@ def menu_ensure(*, tenant: Tenant) -> int:
     return changed
 
 
-def waiter_ensure(*, tenant: Tenant) -> Agent:
-    """The waiter agent, created or brought back to the demo spec, published when its draft changed."""
-    fields = {key: value for key, value in WAITER.items() if key not in ("name", "tools")}
-    agent = Agent.objects.filter(tenant=tenant, name=WAITER["name"]).first()
-    if agent is None:
-        agent = agent_create(tenant=tenant, name=WAITER["name"], **fields)
-    else:
-        agent = agent_update(agent=agent, **fields)
-    if agent.tools != WAITER["tools"]:
-        agent.tools = list(WAITER["tools"])
-        agent.full_clean()
-        agent.save(update_fields=["tools", "updated_at"])
-    published = agent.published_version()
-    if published is None or published.snapshot != agent.snapshot():
-        agent_publish(agent=agent, user=None)
-    return agent
-
-
 def seed_restaurant_demo(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
     """The restaurant demo tenant gets the menu and the waiter agent, published (idempotent)."""
     for tenant in tenants:
@@ -104,7 +85,7 @@ def seed_restaurant_demo(tenants: Sequence[Tenant], write: Callable[[str], None]
             continue
         with tenant_scope(tenant):
             menu_ensure(tenant=tenant)
-            agent = waiter_ensure(tenant=tenant)
+            agent, _published = agent_ensure(tenant=tenant, spec=WAITER)
             count = MenuItem.objects.filter(tenant=tenant).count()
             version = agent.published_version().number
         write(f"Restaurant / 餐厅 @ {tenant.name}: {count} menu items, {agent.name} (v{version})")
