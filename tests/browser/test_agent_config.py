@@ -8,9 +8,9 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+from tests.browser.pages import PASSWORD, log_in
 
-PASSWORD = "browser-pass-1"
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
@@ -18,17 +18,9 @@ def demo(transactional_db):
     call_command("seed_demo", password=PASSWORD, stdout=open(os.devnull, "w"))  # noqa: SIM115
 
 
-def _log_in(page, base_url: str, username: str) -> None:
-    page.goto(f"{base_url}/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
-
-
 def test_admin_creates_a_sliding_window_agent_and_publishes_it(live_server, demo, page_for):
     page = page_for("en-US")
-    _log_in(page, live_server.url, "energy-admin")
+    log_in(page, live_server.url, "energy-admin")
 
     page.click("[data-card=agents] a")
     page.wait_for_url(f"{live_server.url}/agents/")

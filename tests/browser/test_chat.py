@@ -15,10 +15,10 @@ from memory.models import Conversation, Message
 from memory.services import conversation_start
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
+from tests.browser.pages import PASSWORD, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "browser-pass-1"
 AGENT_NAME = "窗口测试助手 / Window test assistant"
 SCREENS = Path(__file__).resolve().parents[2] / "bench" / "screens"
 
@@ -39,15 +39,6 @@ def demo(transactional_db):
     return tenant
 
 
-def _log_in(page, base_url: str, username: str) -> None:
-    page.goto(f"{base_url}/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
-
-
-# Records the streaming bubble's text length every 5 ms, so the test sees the reply grow while it is written.
 SAMPLER = """() => {
   window.__lengths = [];
   window.__sampler = setInterval(() => {
@@ -60,7 +51,7 @@ SAMPLER = """() => {
 def test_member_chats_and_the_reply_streams_in(asgi_live_server, demo, page_for):
     base = asgi_live_server.url
     page = page_for("zh-CN")
-    _log_in(page, base, "energy-admin")
+    log_in(page, base, "energy-admin")
     page.click("[data-card=chat] a")
     page.wait_for_url(f"{base}/chat/")
 
@@ -103,7 +94,7 @@ def test_member_chats_and_the_reply_streams_in(asgi_live_server, demo, page_for)
 
     # Another tenant's admin: 404, in the page and nothing of it shown.
     other = page_for("en-US")
-    _log_in(other, base, "restaurant-admin")
+    log_in(other, base, "restaurant-admin")
     response = other.goto(f"{base}/chat/{conversation_id}/")
     assert response.status == 404
     assert "你好" not in other.content()
@@ -115,7 +106,7 @@ def test_a_reload_while_the_reply_is_written_shows_it_once_and_whole(asgi_live_s
         agent = Agent.objects.get(name=AGENT_NAME)
         conversation = conversation_start(agent=agent, user=get_user_model().objects.get(username="energy-admin"))
     page = page_for("zh-CN")
-    _log_in(page, base, "energy-admin")
+    log_in(page, base, "energy-admin")
     page.goto(f"{base}/chat/{conversation.pk}/")
     page.fill("#chat-input", "你好")
     page.press("#chat-input", "Enter")

@@ -6,7 +6,7 @@ import re
 import pytest
 from django.core.management import call_command
 
-from tests.browser.test_chat import PASSWORD, _log_in
+from tests.browser.pages import PASSWORD, log_in, say, start_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -16,34 +16,21 @@ def demo(transactional_db):
     call_command("seed_demo", password=PASSWORD)
 
 
-def _say(page, text: str) -> str:
-    replies = page.locator(".chat-assistant .chat-usage")
-    before = replies.count()
-    page.fill("#chat-input", text)
-    page.press("#chat-input", "Enter")
-    page.wait_for_function(
-        "n => document.querySelectorAll('.chat-assistant .chat-usage').length > n", arg=before, timeout=60_000
-    )
-    return page.locator(".chat-assistant .chat-body").last.inner_text()
-
-
 def test_the_energy_planner_makes_the_pv_report_in_the_chat_page(asgi_live_server, demo, page_for):
     base = asgi_live_server.url
     page = page_for("zh-CN")
-    _log_in(page, base, "energy-member")
-    page.goto(f"{base}/chat/")
-    planner = page.locator("#id_agent option", has_text="能源规划师").first.get_attribute("value")
-    page.select_option("#id_agent", value=planner)
-    page.click("#new-conversation-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*/chat/\d+/$"))
+    log_in(page, base, "energy-member")
+    start_conversation(page, base, "能源规划师")
 
-    assert _say(page, "帮我生成一份光伏经济测算报告").endswith("请问项目地点在哪里？是工商业还是户用光伏？")
+    assert say(page, "帮我生成一份光伏经济测算报告", timeout=60_000).endswith(
+        "请问项目地点在哪里？是工商业还是户用光伏？"
+    )
     cards = page.locator("#chat-plan-steps .chat-step")
     assert cards.count() == 3
     assert cards.nth(0).get_attribute("data-status") == "interrupted"
     assert "请问项目地点在哪里" in cards.nth(0).locator(".chat-step-question").inner_text()
 
-    assert "光伏经济测算报告已完成" in _say(page, "地点是杭州余杭区，进行工商业光伏测算")
+    assert "光伏经济测算报告已完成" in say(page, "地点是杭州余杭区，进行工商业光伏测算", timeout=60_000)
     page.wait_for_function(
         "() => [...document.querySelectorAll('#chat-plan-steps .chat-step')]"
         ".filter(c => c.dataset.status === 'completed').length === 3",

@@ -3,25 +3,19 @@
 import pytest
 from django.core.management import call_command
 
+from tests.browser.pages import PASSWORD, log_in
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def demo(transactional_db):
-    call_command("seed_demo", password="browser-pass-1")
-
-
-def _log_in(page, base_url: str, username: str) -> None:
-    page.goto(f"{base_url}/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", "browser-pass-1")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
+    call_command("seed_demo", password=PASSWORD)
 
 
 def test_admin_logs_in_and_sees_home_in_chinese_then_english(live_server, demo, page_for):
     page = page_for("zh-CN")
-    _log_in(page, live_server.url, "energy-admin")
+    log_in(page, live_server.url, "energy-admin")
     assert page.locator("h1").inner_text() == "能源示范"
     assert "你在这里的角色：管理员" in page.content()
     assert page.locator("[data-card=admin]").is_visible()
@@ -37,7 +31,7 @@ def test_admin_logs_in_and_sees_home_in_chinese_then_english(live_server, demo, 
 
 def test_consultant_switches_tenant_in_the_navigation_bar(live_server, demo, page_for):
     page = page_for("en-US")
-    _log_in(page, live_server.url, "consultant")
+    log_in(page, live_server.url, "consultant")
     first = page.locator("h1").inner_text()
     other = "餐厅示范" if first == "能源示范" else "能源示范"
     with page.expect_navigation():

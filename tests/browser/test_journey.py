@@ -7,7 +7,8 @@ import re
 import pytest
 from django.core.management import call_command
 
-from tests.browser.test_chat import PASSWORD, SAMPLER, _log_in
+from tests.browser.pages import PASSWORD, log_in
+from tests.browser.test_chat import SAMPLER
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,7 +21,7 @@ def demo(transactional_db):
 def test_admin_creates_publishes_and_chats_with_an_agent(asgi_live_server, demo, page_for):
     base = asgi_live_server.url
     page = page_for("en-US")
-    _log_in(page, base, "energy-admin")
+    log_in(page, base, "energy-admin")
 
     page.goto(f"{base}/agents/new/")
     page.fill("#id_name", "Journey agent")
@@ -57,5 +58,5 @@ def test_admin_creates_publishes_and_chats_with_an_agent(asgi_live_server, demo,
     assert page.locator(".chat-assistant .chat-body").inner_text() == reply
 
     other = page_for("en-US")
-    _log_in(other, base, "restaurant-member")
+    log_in(other, base, "restaurant-member")
     assert other.goto(conversation_url).status == 404

@@ -9,7 +9,8 @@ from asgiref.sync import async_to_sync
 from chat.sinks import ChannelSink
 from memory.services import conversation_start
 from tenants.scope import tenant_scope
-from tests.browser.test_chat import _log_in, demo  # noqa: F401 - the fixture
+from tests.browser.pages import log_in
+from tests.browser.test_chat import demo  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -48,7 +49,7 @@ def test_plan_frames_build_and_fill_the_step_cards(asgi_live_server, demo, page_
     with tenant_scope(demo):
         conversation = conversation_start(agent=Agent.objects.order_by("-pk").first(), user=user)
     page = page_for("en-US")
-    _log_in(page, asgi_live_server.url, "energy-admin")
+    log_in(page, asgi_live_server.url, "energy-admin")
     page.goto(f"{asgi_live_server.url}/chat/{conversation.pk}/")
     page.wait_for_function("() => !document.getElementById('chat-status').textContent")
     sink = ChannelSink(conversation.pk)
