@@ -8,10 +8,11 @@ PORT ?= 8000
 
 .PHONY: run test lint format install browser-deps migrate messages worker
 
-$(INSTALLED): requirements.txt requirements-dev.txt
+$(INSTALLED): requirements.txt requirements-dev.txt requirements-nodeps.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $(INSTALLED)
 
 install: $(INSTALLED)

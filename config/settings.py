@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "tenants",
     "llm",
     "memory",
+    "knowledge",
     "agents",
     "plans",
     "agents.packs.restaurant",

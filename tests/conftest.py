@@ -125,3 +125,23 @@ def _english_unless_asked(request):
 
     with translation.override("en"):
         yield
+
+
+REQUIRE_PGVECTOR = os.environ.get("REQUIRE_PGVECTOR") == "1"
+
+
+@pytest.fixture
+def pgvector_db(db):
+    """The test database has pgvector (the Chunk embedding column is a `vector`). Tests using this are marked
+    `pgvector`; CI runs them against scripts/pgvector-server with REQUIRE_PGVECTOR=1, where a missing extension
+    fails instead of skipping."""
+    from django.db import connection
+
+    from knowledge.fields import column_is_vector
+
+    if not column_is_vector(connection, "knowledge_chunk", "embedding"):
+        message = "the test database has no pgvector (start scripts/pgvector-server and point DATABASE_URL at it)"
+        if REQUIRE_PGVECTOR:
+            pytest.fail(message)
+        pytest.skip(message)
+    return connection
