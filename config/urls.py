@@ -13,5 +13,6 @@ urlpatterns = [
     path("agents/", include("agents.urls")),
     path("chat/", include("chat.urls")),
     path("plans/", include("plans.urls")),
+    path("knowledge/", include("knowledge.urls")),
     path("", include("tenants.urls")),
 ]
