@@ -1,4 +1,4 @@
-"""Search over a knowledge base (K4, K5): vector, keyword (BM25) and hybrid. See docs/knowledge-retrieval.md."""
+"""Search over a knowledge base (K4, K5): vector, keyword (BM25) and hybrid. See docs/knowledge.md."""
 
 from __future__ import annotations
 
