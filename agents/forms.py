@@ -56,7 +56,17 @@ FIELD_STRATEGIES: dict[str, tuple[str, ...]] = {
 PRESET_TOKENS = {key: tokens for key, _label, tokens in MODEL_PRESETS}
 
 # What the pages pass to the services (agent_create / agent_update).
-SERVICE_FIELDS = ("description", "system_prompt", "provider", "model", "temperature", "kind", "tools", "active")
+SERVICE_FIELDS = (
+    "description",
+    "system_prompt",
+    "provider",
+    "model",
+    "temperature",
+    "kind",
+    "tools",
+    "knowledge_bases",
+    "active",
+)
 
 
 @dataclass(frozen=True)
@@ -144,7 +154,9 @@ class AgentForm(forms.ModelForm):
             "model",
             "temperature",
             "tools",
+            "knowledge_bases",
         ]
+        widgets = {"knowledge_bases": forms.CheckboxSelectMultiple}
 
     def __init__(self, *args, tenant: Tenant | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -74,6 +74,13 @@ class Agent(TenantOwned):
         blank=True,
         help_text=_("What happens when a conversation outgrows the model's context window."),
     )
+    knowledge_bases = models.ManyToManyField(
+        "knowledge.KnowledgeBase",
+        blank=True,
+        related_name="agents",
+        verbose_name=_("knowledge bases"),
+        help_text=_("The agent answers from these with the knowledge-base tool and cites their documents."),
+    )
     active = models.BooleanField(_("active"), default=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
@@ -109,6 +116,7 @@ class Agent(TenantOwned):
         data = {name: getattr(self, name) for name in SNAPSHOT_FIELDS}
         data["provider_id"] = self.provider_id
         data["token_overflow_config"] = self.overflow_config().to_dict()
+        data["knowledge_base_ids"] = sorted(self.knowledge_bases.values_list("pk", flat=True)) if self.pk else []
         if self.kind == AgentKind.WORKFLOW:
             # A version freezes the workflow document too: editing the workflow later leaves ongoing
             # conversations on the one they started with (A2).

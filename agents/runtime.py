@@ -64,6 +64,9 @@ def _language(snapshot: dict[str, Any]) -> str:
     return get_language() or "en"
 
 
+KNOWLEDGE_TOOL = "plugin_ai_knowledge_base_query"
+
+
 def _stored_tool_context(conversation: Conversation) -> dict[str, Any]:
     # Read afresh: conversation.context may be a cached instance from an earlier turn.
     from memory.models import ConversationContext
@@ -85,7 +88,10 @@ def turn_setup(*, conversation: Conversation) -> TurnSetup:
     tenant = conversation.tenant  # loaded here, so the async caller reads it without a query
     provider = conversation.provider or default_provider(tenant=tenant)
     model = conversation.model or snapshot.get("model") or (provider.default_chat_model if provider else "")
-    tools = tools_for(snapshot.get("tools") or [])
+    tool_names = list(snapshot.get("tools") or [])
+    if snapshot.get("knowledge_base_ids") and KNOWLEDGE_TOOL not in tool_names:
+        tool_names.append(KNOWLEDGE_TOOL)  # an agent with knowledge bases can always search them
+    tools = tools_for(tool_names)
     language = _language(snapshot)
     text_protocol = bool(tools) and provider is not None and not provider.supports_function_calling(model)
     prompt = snapshot.get("system_prompt") or ""

@@ -22,7 +22,19 @@ EDITABLE_FIELDS = (
     "tools",
     "token_overflow_config",
     "active",
+    "knowledge_bases",
 )
+
+
+def _set_knowledge_bases(agent: Agent, knowledge_bases: Any) -> None:
+    """Attach exactly these knowledge bases; one of another tenant is refused."""
+    from django.core.exceptions import ValidationError
+    from django.utils.translation import gettext as _
+
+    knowledge_bases = list(knowledge_bases or [])
+    if any(kb.tenant_id != agent.tenant_id for kb in knowledge_bases):
+        raise ValidationError({"knowledge_bases": _("A knowledge base of another tenant cannot be attached.")})
+    agent.knowledge_bases.set(knowledge_bases)
 
 
 def agent_create(*, tenant: Tenant, name: str, **fields: Any) -> Agent:
@@ -30,9 +42,13 @@ def agent_create(*, tenant: Tenant, name: str, **fields: Any) -> Agent:
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
         raise TypeError(f"agent_create() got unknown fields: {sorted(unknown)}")
+    knowledge_bases = fields.pop("knowledge_bases", None)
     agent = Agent(tenant=tenant, name=name, **fields)
     agent.full_clean()
-    agent.save()
+    with transaction.atomic():
+        agent.save()
+        if knowledge_bases is not None:
+            _set_knowledge_bases(agent, knowledge_bases)
     return agent
 
 
@@ -41,10 +57,14 @@ def agent_update(*, agent: Agent, **fields: Any) -> Agent:
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
         raise TypeError(f"agent_update() got unknown fields: {sorted(unknown)}")
+    knowledge_bases = fields.pop("knowledge_bases", None)
     for name, value in fields.items():
         setattr(agent, name, value)
     agent.full_clean()
-    agent.save()
+    with transaction.atomic():
+        agent.save()
+        if knowledge_bases is not None:
+            _set_knowledge_bases(agent, knowledge_bases)
     return agent
 
 

@@ -210,3 +210,7 @@ AGENT_TOOL_TIMEOUT = env.float("AGENT_TOOL_TIMEOUT", default=30.0)
 # The http_request tool: total seconds per request, and the largest response body it reads.
 HTTP_TOOL_TIMEOUT = env.float("HTTP_TOOL_TIMEOUT", default=10.0)
 HTTP_TOOL_MAX_BYTES = env.int("HTTP_TOOL_MAX_BYTES", default=1_000_000)
+
+# Knowledge bases: the largest upload, and the local embedder's threads (0: onnxruntime's default).
+KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024)
+KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=0)

@@ -1,5 +1,5 @@
 """The built-in tools, registered on import (agents.apps imports this module)."""
 
-from agents.tools import ask, http, think
+from agents.tools import ask, http, knowledge, think
 
-__all__ = ["ask", "http", "think"]
+__all__ = ["ask", "http", "knowledge", "think"]

@@ -1,7 +1,7 @@
 """The registered Python functions and plugins seed 1's two example workflows use.
 
-Small, deterministic implementations. `plugin_ai_knowledge_base_query` is a stand-in until the knowledge-base
-plugin (K6) replaces it: it searches nothing and says so. The customer list is demo data, and `plugin_sms_send`
+Small, deterministic implementations. `plugin_ai_knowledge_base_query` is the real knowledge-base plugin
+(agents/tools/knowledge.py). The customer list is demo data, and `plugin_sms_send`
 sends nothing (no SMS gateway is configured): it checks the message and records it in the tool context.
 """
 
@@ -29,33 +29,6 @@ def _register(name: str, **kwargs: Any):
     if existing is not None:
         return lambda func: func
     return python_tool(name=name, **kwargs)
-
-
-@_register(
-    "plugin_ai_knowledge_base_query",
-    description_en="Query a knowledge base (stand-in: no knowledge base is searched yet; returns no results).",
-    description_zh="查询AI知识库（占位实现：尚未接入知识库，返回空结果）。",
-    parameters={
-        "type": "object",
-        "properties": {
-            "query": {"type": "string"},
-            "knowledge_base_name": {"type": "string"},
-            "field": {"type": "string"},
-        },
-        "required": ["query"],
-    },
-)
-def knowledge_base_query(query: str, knowledge_base_name: str = "", field: str = "") -> ToolResult:
-    return ToolResult(
-        content=[],
-        context={
-            "knowledge_base_stand_in": {
-                "query": query,
-                "knowledge_base_name": knowledge_base_name,
-                "note": "stand-in: no knowledge base is searched yet, so there are no results",
-            }
-        },
-    )
 
 
 def _dish_text(dish: Any) -> str:
