@@ -1,14 +1,43 @@
-"""Keyword terms for BM25 (K5): jieba word segmentation for Chinese, lower-cased words for English."""
+"""Keyword search (K5): terms for BM25 (jieba word segmentation for Chinese, words for English) and a BM25 index.
+
+Two layers, so that a better normaliser never needs a re-ingest:
+- `terms_for(text)` is what ingestion stores in `Chunk.terms`: lower-cased English words and jieba's
+  search-mode segmentation of Chinese runs (a long word and its shorter words, so "人工智能" also yields
+  "人工" and "智能").
+- `index_terms(terms)` is applied by the BM25 index to the stored terms and to the query alike: stop words
+  dropped, English plurals folded (a minimal S-stemmer, as Lucene's EnglishMinimalStemmer).
+"""
 
 from __future__ import annotations
 
+import math
 import re
 import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 _WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[a-z]", re.IGNORECASE)
 _jieba_lock = threading.Lock()
 _jieba = None
+
+# Lucene's English stop set (EnglishAnalyzer) and the commonest Chinese function words. BM25's idf already
+# discounts frequent terms; dropping these keeps them from adding noise to short queries and long chunks alike.
+_ENGLISH_STOP = (
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+    "they this to was will with"
+)
+_CHINESE_STOP = (
+    "的 了 是 在 和 与 及 或 也 就 都 而 之 其 这 那 个 着 把 被 对 于 由 从 为 以 吗 呢 吧 啊 么 什么 哪 哪个 哪些 "
+    "谁 怎么 怎样 如何 多少 几 是否 什么样"
+)
+ENGLISH_STOP_WORDS = frozenset(_ENGLISH_STOP.split())
+CHINESE_STOP_WORDS = frozenset(_CHINESE_STOP.split())
+STOP_WORDS = ENGLISH_STOP_WORDS | CHINESE_STOP_WORDS
 
 
 def _segmenter():
@@ -30,8 +59,16 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+def latin_share(text: str) -> float:
+    """The share of Latin letters among the letters of `text` (Latin and CJK): 1.0 for English, 0.0 for Chinese.
+    A text with neither counts as Latin."""
+    latin = len(_LATIN.findall(text))
+    cjk = len(_CJK.findall(text))
+    return 1.0 if latin + cjk == 0 else latin / (latin + cjk)
+
+
 def terms_for(text: str) -> list[str]:
-    """The terms of `text` as BM25 sees them, in order (repeats kept)."""
+    """The terms of `text` as stored for BM25, in order (repeats kept)."""
     terms: list[str] = []
     for match in _WORD.finditer(text):
         word = match.group(0).lower()
@@ -40,3 +77,122 @@ def terms_for(text: str) -> list[str]:
         else:
             terms.append(word)
     return terms
+
+
+def stem(word: str) -> str:
+    """A minimal English S-stemmer (Harman 1991): plural forms to the singular, nothing more aggressive."""
+    if len(word) < 4 or not word.isascii() or not word.isalpha():
+        return word
+    if word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
+def index_terms(terms: Iterable[str]) -> list[str]:
+    """Stored (or query) terms as the BM25 index counts them: stop words out, English plurals folded."""
+    out = []
+    for term in terms:
+        if term in STOP_WORDS:
+            continue
+        if term.endswith(("'s", "’s")):
+            term = term[:-2]
+        out.append(stem(term))
+    return out
+
+
+@dataclass(frozen=True)
+class KeywordHits:
+    """The best chunks for a query: chunk ids and their BM25 scores, best first."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+
+
+@dataclass(frozen=True)
+class CollectionStats:
+    """What BM25's idf and length normalisation need, over one index or several searched as one collection."""
+
+    count: int
+    average_length: float
+    frequencies: dict[str, int]
+
+    @classmethod
+    def of(cls, indexes: Sequence[BM25Index], query: str) -> CollectionStats:
+        count = sum(len(index) for index in indexes)
+        total = sum(index.total_length for index in indexes)
+        terms = set(index_terms(terms_for(query)))
+        frequencies = {term: sum(index.document_frequency(term) for index in indexes) for term in terms}
+        return cls(count=count, average_length=total / count if count else 1.0, frequencies=frequencies)
+
+    def idf(self, term: str) -> float:
+        df = self.frequencies.get(term, 0)
+        return math.log(1.0 + (self.count - df + 0.5) / (df + 0.5))
+
+
+class BM25Index:
+    """Okapi BM25 over a fixed set of chunks (k1=0.9, b=0.4, the Anserini defaults used for BEIR's BM25 figures),
+    with Lucene's always-positive idf. Built once per knowledge-base revision and kept in memory."""
+
+    def __init__(self, ids: Sequence[int], stored_terms: Sequence[str], *, k1: float = 0.9, b: float = 0.4) -> None:
+        self.k1 = k1
+        self.b = b
+        self.ids = np.asarray(ids, dtype=np.int64)
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        lengths = np.zeros(len(self.ids), dtype=np.float32)
+        for row, text in enumerate(stored_terms):
+            counts = Counter(index_terms(text.split()))
+            lengths[row] = sum(counts.values())
+            for term, tf in counts.items():
+                entry = postings.get(term)
+                if entry is None:
+                    entry = postings[term] = ([], [])
+                entry[0].append(row)
+                entry[1].append(tf)
+        self.lengths = lengths
+        self.total_length = float(lengths.sum())
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {
+            term: (np.asarray(rows, dtype=np.int32), np.asarray(tfs, dtype=np.float32))
+            for term, (rows, tfs) in postings.items()
+        }
+        self._norm_cache: tuple[float, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def document_frequency(self, term: str) -> int:
+        posting = self._postings.get(term)
+        return 0 if posting is None else len(posting[0])
+
+    def _norm(self, average_length: float) -> np.ndarray:
+        cached = self._norm_cache
+        if cached is None or cached[0] != average_length:
+            norm = self.k1 * (1.0 - self.b + self.b * self.lengths / max(average_length, 1e-9))
+            cached = self._norm_cache = (average_length, norm.astype(np.float32))
+        return cached[1]
+
+    def scores(self, query: str, stats: CollectionStats | None = None) -> np.ndarray:
+        """The BM25 score of every chunk (index order) for `query`. `stats`: the collection the idf and average
+        length come from when several indexes are searched as one (default: this index alone)."""
+        stats = stats or CollectionStats.of([self], query)
+        norm = self._norm(stats.average_length)
+        scores = np.zeros(len(self.ids), dtype=np.float32)
+        for term, query_tf in Counter(index_terms(terms_for(query))).items():
+            posting = self._postings.get(term)
+            if posting is None:
+                continue
+            rows, tfs = posting
+            scores[rows] += query_tf * stats.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm[rows])
+        return scores
+
+    def search(self, query: str, k: int, stats: CollectionStats | None = None) -> KeywordHits:
+        """The `k` best chunks that contain at least one query term."""
+        scores = self.scores(query, stats)
+        hit_rows = np.flatnonzero(scores > 0)
+        if len(hit_rows) > k:
+            hit_rows = hit_rows[np.argpartition(-scores[hit_rows], k - 1)[:k]]
+        hit_rows = hit_rows[np.argsort(-scores[hit_rows], kind="stable")]
+        return KeywordHits(ids=self.ids[hit_rows], scores=scores[hit_rows])

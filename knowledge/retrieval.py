@@ -1,12 +1,37 @@
-"""Search over a knowledge base (K4, K5): vector, keyword (BM25) and hybrid. See docs/knowledge.md."""
+"""Search over knowledge bases (K4, K5): vector, keyword (BM25) and hybrid. See docs/knowledge-retrieval.md.
+
+Hybrid search fuses the retrievers' candidate lists with weighted z-score fusion: each retriever's scores are
+standardised over its own top candidates (so a retriever whose best chunk stands far above the rest speaks
+loudly, and one whose scores are flat, i.e. that cannot tell the chunks apart, hardly moves the ranking), and
+summed with a weight that says whether the retriever can read the query's language at all (the English-only
+local model gets the query's share of Latin letters). Plain reciprocal rank fusion is kept as `fuse_rrf` for
+comparison (bench/kb_retrieval.py).
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from django.db import connections, router
+
+from knowledge import vectorstore
+from knowledge.embedders import Embedder, EmbedderError, embedder_for
+from knowledge.keyword import BM25Index, CollectionStats, latin_share
+from knowledge.vectorstore import LRUCache
+
 if TYPE_CHECKING:
     from knowledge.models import KnowledgeBase
+
+logger = logging.getLogger(__name__)
+
+MODES = ("hybrid", "vector", "keyword")
+# How many candidates each retriever contributes (and over how many its scores are standardised).
+CANDIDATES = 100
+RRF_K = 60
 
 
 @dataclass
@@ -19,9 +44,293 @@ class SearchHit:
     score: float
     scores: dict[str, float] = field(default_factory=dict)  # per retriever: "vector", "keyword" (and ranks)
     metadata: dict[str, Any] = field(default_factory=dict)
+    knowledge_base_id: int = 0
+    knowledge_base_name: str = ""
 
 
-def search(knowledge_base: KnowledgeBase, query: str, *, top_k: int = 5, mode: str = "hybrid") -> list[SearchHit]:
+@dataclass
+class Ranking:
+    """One retriever's answer: candidates best first, and its score for any chunk it can score."""
+
+    name: str  # "keyword" or "vector"
+    weight: float
+    ids: list[int]
+    scores: list[float]
+    # The retriever's score for chunks outside its own list (filled for the other retrievers' candidates).
+    extra: dict[int, float] = field(default_factory=dict)
+    # The score of a chunk the retriever does not match at all (BM25: 0; vectors: its lowest candidate).
+    floor: float = 0.0
+
+    def score_of(self, chunk_id: int) -> float:
+        for candidate, score in zip(self.ids, self.scores, strict=True):
+            if candidate == chunk_id:
+                return score
+        return self.extra.get(chunk_id, self.floor)
+
+
+# --- fusion ------------------------------------------------------------------------------------------------------
+
+
+def fuse_zscore(rankings: Sequence[Ranking], depth: int = CANDIDATES) -> dict[int, float]:
+    """Weighted CombSUM of z-scores: each retriever's score minus the mean of its top `depth` candidates, over
+    their standard deviation, times its weight. Scale-free (cosine and BM25 mix) and confidence-aware."""
+    fused: dict[int, float] = {}
+    candidates = {chunk_id for ranking in rankings for chunk_id in ranking.ids}
+    for ranking in rankings:
+        if ranking.weight <= 0 or not ranking.ids:
+            continue
+        top = np.asarray(ranking.scores[:depth], dtype=np.float64)
+        if len(top) < depth:  # a BM25 list shorter than depth: the rest of the corpus scores the floor
+            top = np.concatenate([top, np.full(depth - len(top), ranking.floor)])
+        mean, spread = float(top.mean()), float(top.std())
+        if spread <= 1e-9:
+            continue
+        own = dict(zip(ranking.ids, ranking.scores, strict=True))
+        for chunk_id in candidates:
+            score = own.get(chunk_id, ranking.extra.get(chunk_id, ranking.floor))
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + ranking.weight * (score - mean) / spread
+    if not fused:  # every retriever flat: keep the first list's order
+        for ranking in rankings:
+            for rank, chunk_id in enumerate(ranking.ids):
+                fused.setdefault(chunk_id, -float(rank))
+    return fused
+
+
+def fuse_rrf(rankings: Sequence[Ranking], k: int = RRF_K) -> dict[int, float]:
+    """Reciprocal rank fusion, weighted: sum of weight / (k + rank)."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        if ranking.weight <= 0:
+            continue
+        for rank, chunk_id in enumerate(ranking.ids, start=1):
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + ranking.weight / (k + rank)
+    return fused
+
+
+FUSIONS: dict[str, Callable[[Sequence[Ranking]], dict[int, float]]] = {
+    "zscore": fuse_zscore,
+    "rrf": fuse_rrf,
+    "rrf_plain": lambda rankings: fuse_rrf([Ranking(r.name, 1.0, r.ids, r.scores) for r in rankings]),
+}
+DEFAULT_FUSION = "zscore"
+
+
+def vector_weight(embedder: Embedder, query: str) -> float:
+    """How far the embedder can read the query: the English-only model reads only its Latin part."""
+    return latin_share(query) if embedder.english_only else 1.0
+
+
+# --- the retrievers ----------------------------------------------------------------------------------------------
+
+_keyword_indexes = LRUCache(32)
+
+
+def _database_key() -> tuple[str, str]:
+    from knowledge.models import Chunk
+
+    alias = router.db_for_read(Chunk)
+    return alias, str(connections[alias].settings_dict.get("NAME"))
+
+
+def keyword_index(knowledge_base: KnowledgeBase) -> BM25Index:
+    """The BM25 index of a knowledge base at its revision (built on first use, then kept per process)."""
+    from knowledge.models import Chunk
+
+    key = (*_database_key(), knowledge_base.pk, knowledge_base.revision)
+    index = _keyword_indexes.get(key)
+    if index is None:
+        rows = Chunk.objects.filter(knowledge_base_id=knowledge_base.pk).values_list("id", "terms")
+        ids, terms = [], []
+        for chunk_id, chunk_terms in rows.iterator(chunk_size=5000):
+            ids.append(chunk_id)
+            terms.append(chunk_terms or "")
+        index = _keyword_indexes.put(key, BM25Index(ids, terms))
+    return index
+
+
+_query_vectors = LRUCache(256)
+
+
+def query_vector(embedder: Embedder, query: str) -> np.ndarray:
+    """The embedding of a query (the last few hundred are kept: a page re-run, several knowledge bases)."""
+    key = (embedder.kind, getattr(getattr(embedder, "provider", None), "pk", None), embedder.model, query)
+    vector = _query_vectors.get(key)
+    if vector is None:
+        vector = _query_vectors.put(key, embedder.embed([query])[0])
+    return vector
+
+
+def clear_caches() -> None:
+    """Drop every per-process search structure (tests)."""
+    _keyword_indexes.clear()
+    _query_vectors.clear()
+    vectorstore.clear_caches()
+
+
+def _current(knowledge_bases: Sequence[KnowledgeBase]) -> list[KnowledgeBase]:
+    """The given knowledge bases as the active tenant scope sees them now (fresh revision; others' dropped)."""
+    from knowledge.models import KnowledgeBase
+
+    wanted = [kb.pk for kb in knowledge_bases]
+    found = {kb.pk: kb for kb in KnowledgeBase.objects.filter(pk__in=wanted)}
+    return [found[pk] for pk in dict.fromkeys(wanted) if pk in found]
+
+
+def _keyword_ranking(knowledge_bases: Sequence[KnowledgeBase], query: str, depth: int) -> tuple[Ranking, Callable]:
+    indexes = [keyword_index(kb) for kb in knowledge_bases]
+    # Several knowledge bases are one collection for BM25: idf and average length over all of them.
+    stats = CollectionStats.of(indexes, query)
+    all_scores = [index.scores(query, stats) for index in indexes]
+    merged: list[tuple[float, int]] = []
+    for index, scores in zip(indexes, all_scores, strict=True):
+        rows = np.flatnonzero(scores > 0)
+        if len(rows) > depth:
+            rows = rows[np.argpartition(-scores[rows], depth - 1)[:depth]]
+        merged.extend(zip(scores[rows].tolist(), index.ids[rows].tolist(), strict=True))
+    merged.sort(key=lambda pair: -pair[0])
+    merged = merged[:depth]
+    ranking = Ranking("keyword", 1.0, [chunk_id for _, chunk_id in merged], [score for score, _ in merged])
+
+    def fill(chunk_ids: Sequence[int]) -> None:
+        missing = list(set(chunk_ids) - set(ranking.ids))
+        for index, scores in zip(indexes, all_scores, strict=True) if missing else ():
+            rows = np.flatnonzero(np.isin(index.ids, missing))
+            ranking.extra.update(zip(index.ids[rows].tolist(), scores[rows].tolist(), strict=True))
+
+    return ranking, fill
+
+
+def _vector_rankings(
+    knowledge_bases: Sequence[KnowledgeBase], query: str, depth: int, *, strict: bool
+) -> list[tuple[Ranking, Callable]]:
+    """One ranking per embedder in use (knowledge bases may use different ones, whose scores do not mix)."""
+    groups: dict[tuple, tuple[Embedder, list[KnowledgeBase]]] = {}
+    for kb in knowledge_bases:
+        try:
+            embedder = embedder_for(kb)
+        except EmbedderError:
+            if strict:
+                raise
+            logger.warning("knowledge base %s: no embedder, keyword search only", kb.pk, exc_info=True)
+            continue
+        key = (embedder.kind, getattr(getattr(embedder, "provider", None), "pk", None), embedder.model)
+        groups.setdefault(key, (embedder, []))[1].append(kb)
+    backend = vectorstore.backend()
+    out = []
+    for embedder, kbs in groups.values():
+        try:
+            vector = query_vector(embedder, query)
+        except EmbedderError:
+            if strict:
+                raise
+            logger.warning("query embedding failed (%s), keyword search only", embedder.model, exc_info=True)
+            continue
+        merged: list[tuple[float, int]] = []
+        for kb in kbs:
+            for chunk_id, score in backend.search(kb, model=embedder.model, vector=vector, k=depth):
+                merged.append((score, chunk_id))
+        merged.sort(key=lambda pair: -pair[0])
+        merged = merged[:depth]
+        ranking = Ranking(
+            "vector",
+            vector_weight(embedder, query),
+            [chunk_id for _, chunk_id in merged],
+            [score for score, _ in merged],
+            floor=merged[-1][0] if merged else 0.0,
+        )
+
+        def fill(chunk_ids: Sequence[int], ranking=ranking, kbs=kbs, vector=vector, model=embedder.model) -> None:
+            missing = list(set(chunk_ids) - set(ranking.ids))
+            for kb in kbs if missing else []:
+                ranking.extra.update(backend.similarities(kb, model=model, vector=vector, chunk_ids=missing))
+
+        out.append((ranking, fill))
+    return out
+
+
+def _hits(fused: dict[int, float], rankings: Sequence[Ranking], top_k: int) -> list[SearchHit]:
+    from knowledge.models import Chunk
+
+    best = sorted(fused, key=lambda chunk_id: -fused[chunk_id])[:top_k]
+    rows = {
+        row["id"]: row
+        for row in Chunk.objects.filter(id__in=best).values(
+            "id",
+            "document_id",
+            "document__name",
+            "position",
+            "text",
+            "metadata",
+            "knowledge_base_id",
+            "knowledge_base__name",
+        )
+    }
+    hits = []
+    for chunk_id in best:
+        row = rows.get(chunk_id)
+        if row is None:  # deleted since the index was built
+            continue
+        scores: dict[str, float] = {}
+        for ranking in rankings:
+            scores[ranking.name] = float(ranking.score_of(chunk_id))
+            if chunk_id in ranking.ids:
+                scores[f"{ranking.name}_rank"] = ranking.ids.index(chunk_id) + 1
+        hits.append(
+            SearchHit(
+                chunk_id=chunk_id,
+                document_id=row["document_id"],
+                document_name=row["document__name"],
+                position=row["position"],
+                text=row["text"],
+                score=float(fused[chunk_id]),
+                scores=scores,
+                metadata=row["metadata"] or {},
+                knowledge_base_id=row["knowledge_base_id"],
+                knowledge_base_name=row["knowledge_base__name"],
+            )
+        )
+    return hits
+
+
+def search_many(
+    knowledge_bases: Sequence[KnowledgeBase],
+    query: str,
+    *,
+    top_k: int = 5,
+    mode: str = "hybrid",
+    fusion: str = DEFAULT_FUSION,
+) -> list[SearchHit]:
+    """The best `top_k` chunks of several knowledge bases for `query`, as if they were one collection (an agent's
+    knowledge bases). Knowledge bases outside the active tenant scope are ignored. Call inside a tenant scope."""
+    if mode not in MODES:
+        raise ValueError(f"Unknown search mode {mode!r}: use one of {', '.join(MODES)}.")
+    query = (query or "").strip()
+    if not query or top_k <= 0:
+        return []
+    knowledge_bases = _current(knowledge_bases)
+    if not knowledge_bases:
+        return []
+    depth = max(CANDIDATES, top_k)
+    parts: list[tuple[Ranking, Callable]] = []
+    if mode in ("hybrid", "keyword"):
+        parts.append(_keyword_ranking(knowledge_bases, query, depth))
+    if mode in ("hybrid", "vector"):
+        parts.extend(_vector_rankings(knowledge_bases, query, depth, strict=mode == "vector"))
+    rankings = [ranking for ranking, _ in parts]
+    if len(rankings) == 1:
+        ranking = rankings[0]
+        fused = dict(zip(ranking.ids, ranking.scores, strict=True))
+    else:
+        candidates = list(dict.fromkeys(chunk_id for ranking in rankings for chunk_id in ranking.ids))
+        for _, fill in parts:
+            fill(candidates)
+        fused = FUSIONS[fusion](rankings)
+    return _hits(fused, rankings, top_k)
+
+
+def search(
+    knowledge_base: KnowledgeBase, query: str, *, top_k: int = 5, mode: str = "hybrid", fusion: str = DEFAULT_FUSION
+) -> list[SearchHit]:
     """The best `top_k` chunks of `knowledge_base` for `query`; mode is "hybrid", "vector" or "keyword".
-    Call inside the knowledge base's tenant scope."""
-    raise NotImplementedError("knowledge.search is being written")
+    Call inside the knowledge base's tenant scope (another tenant's knowledge base gives no hits)."""
+    return search_many([knowledge_base], query, top_k=top_k, mode=mode, fusion=fusion)

@@ -1,0 +1,252 @@
+"""Vector search behind one interface (K4): pgvector's HNSW index where the embedding column is a `vector`, an exact
+in-process search everywhere else (SQLite, PostgreSQL without the extension).
+
+Both backends search one knowledge base's chunks embedded with a given model (`Chunk.embedding_model`, the
+embedder's `model`) and dimension, through the tenant-scoped manager, and return cosine similarities.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+from django.db import connections, router, transaction
+from django.db.models import FloatField, Func, Value
+
+from knowledge.fields import column_is_vector_cached, vector_literal
+from knowledge.models import Chunk, KnowledgeBase
+
+# HNSW's candidate list when searching: the default (40) caps what one scan can return; iterative scans
+# (pgvector >= 0.8) go on past it when the knowledge-base and tenant filters drop rows.
+HNSW_EF_SEARCH = 100
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+V = TypeVar("V")
+
+
+class LRUCache:
+    """A small thread-safe LRU map for per-process search structures keyed by (knowledge base, revision, ...)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: V) -> V:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+def _database_key() -> tuple[str, str]:
+    alias = router.db_for_read(Chunk)
+    return alias, str(connections[alias].settings_dict.get("NAME"))
+
+
+class VectorBackend:
+    """Nearest chunks of one knowledge base by cosine similarity."""
+
+    name: str
+
+    def search(
+        self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, k: int
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the `k` nearest chunks embedded with `model`, nearest first."""
+        raise NotImplementedError
+
+    def similarities(
+        self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, chunk_ids: Sequence[int]
+    ) -> dict[int, float]:
+        """Cosine similarity of the given chunks to `vector` (chunks without a matching embedding are left out)."""
+        raise NotImplementedError
+
+
+class _Matrix:
+    __slots__ = ("ids", "matrix", "rows")
+
+    def __init__(self, ids: np.ndarray, matrix: np.ndarray) -> None:
+        self.ids = ids
+        self.matrix = matrix
+        self.rows = {int(chunk_id): row for row, chunk_id in enumerate(ids)}
+
+
+class ExactBackend(VectorBackend):
+    """Every chunk's vector in one float32 matrix per (knowledge base, revision, model); a query is one product."""
+
+    name = "exact"
+
+    def __init__(self, cache_size: int = 16) -> None:
+        self._cache = LRUCache(cache_size)
+
+    def _matrix(self, knowledge_base: KnowledgeBase, model: str, dimension: int) -> _Matrix:
+        key = (*_database_key(), knowledge_base.pk, knowledge_base.revision, model, dimension)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        rows = Chunk.objects.filter(
+            knowledge_base_id=knowledge_base.pk, embedding_model=model, embedding_dim=dimension
+        ).values_list("id", "embedding")
+        ids, vectors = [], []
+        for chunk_id, embedding in rows.iterator(chunk_size=2000):
+            if embedding is not None and len(embedding) == dimension:
+                ids.append(chunk_id)
+                vectors.append(embedding)
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), dimension)
+        return self._cache.put(key, _Matrix(np.asarray(ids, dtype=np.int64), matrix))
+
+    def search(
+        self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, k: int
+    ) -> list[tuple[int, float]]:
+        data = self._matrix(knowledge_base, model, len(vector))
+        if not len(data.ids) or k <= 0:
+            return []
+        scores = data.matrix @ np.asarray(vector, dtype=np.float32)
+        top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(data.ids[i]), float(scores[i])) for i in top]
+
+    def similarities(
+        self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, chunk_ids: Sequence[int]
+    ) -> dict[int, float]:
+        data = self._matrix(knowledge_base, model, len(vector))
+        rows = [(chunk_id, data.rows[chunk_id]) for chunk_id in chunk_ids if chunk_id in data.rows]
+        if not rows:
+            return {}
+        scores = data.matrix[[row for _, row in rows]] @ np.asarray(vector, dtype=np.float32)
+        return {chunk_id: float(score) for (chunk_id, _), score in zip(rows, scores, strict=True)}
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+class AsVector(Func):
+    """`<expression>::vector(<dimension>)`: the typed form the partial HNSW index of that dimension is built on."""
+
+    template = "(%(expressions)s)::vector(%(dimension)d)"
+
+    def __init__(self, expression: Any, *, dimension: int) -> None:
+        super().__init__(expression, dimension=int(dimension), output_field=FloatField())
+
+
+class CosineDistance(Func):
+    """pgvector's cosine distance operator `<=>` (1 - cosine similarity)."""
+
+    arg_joiner = " <=> "
+    template = "(%(expressions)s)"
+    output_field = FloatField()
+
+
+class PgvectorBackend(VectorBackend):
+    """pgvector: an HNSW cosine index per dimension (partial: `WHERE embedding_dim = d`, on `embedding::vector(d)`),
+    queried through the tenant-scoped manager, so the tenant filter is the one every other query gets."""
+
+    name = "pgvector"
+
+    def _distance(self, vector: np.ndarray) -> CosineDistance:
+        dimension = len(vector)
+        return CosineDistance(
+            AsVector("embedding", dimension=dimension),
+            AsVector(Value(vector_literal(vector)), dimension=dimension),
+        )
+
+    def search(
+        self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, k: int
+    ) -> list[tuple[int, float]]:
+        if k <= 0:
+            return []
+        queryset = (
+            Chunk.objects.filter(knowledge_base_id=knowledge_base.pk, embedding_model=model, embedding_dim=len(vector))
+            .annotate(distance=self._distance(vector))
+            .order_by("distance")
+            .values_list("id", "distance")[:k]
+        )
+        alias = router.db_for_read(Chunk)
+        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+            # SET LOCAL: only this transaction. relaxed_order lets the index scan continue until k rows pass the
+            # knowledge-base and tenant filters; the rows are re-sorted below, as pgvector's docs advise.
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, int(k))}")
+            rows = list(queryset)
+        rows.sort(key=lambda row: row[1])
+        return [(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
+
+    def similarities(
+        self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, chunk_ids: Sequence[int]
+    ) -> dict[int, float]:
+        if not chunk_ids:
+            return {}
+        rows = (
+            Chunk.objects.filter(
+                knowledge_base_id=knowledge_base.pk,
+                embedding_model=model,
+                embedding_dim=len(vector),
+                id__in=list(chunk_ids),
+            )
+            .annotate(distance=self._distance(vector))
+            .values_list("id", "distance")
+        )
+        return {chunk_id: 1.0 - float(distance) for chunk_id, distance in rows}
+
+
+_exact = ExactBackend()
+_pgvector = PgvectorBackend()
+
+
+def uses_pgvector() -> bool:
+    """True when the Chunk embedding column is pgvector's `vector` (the migration found the extension)."""
+    alias = router.db_for_read(Chunk)
+    return column_is_vector_cached(connections[alias], Chunk._meta.db_table, "embedding")
+
+
+def backend() -> VectorBackend:
+    """The active vector backend."""
+    return _pgvector if uses_pgvector() else _exact
+
+
+def backend_name() -> str:
+    """ "pgvector" or "exact": what the admin shows."""
+    return backend().name
+
+
+def index_name(dimension: int) -> str:
+    return f"knowledge_chunk_hnsw_{int(dimension)}"
+
+
+def ensure_index(dimension: int) -> None:
+    """Create, if missing, the partial HNSW cosine index for vectors of `dimension` (no-op without pgvector).
+    Ingestion calls it after writing chunks of that dimension."""
+    dimension = int(dimension)
+    if dimension <= 0 or not uses_pgvector():
+        return
+    alias = router.db_for_write(Chunk)
+    table = connections[alias].ops.quote_name(Chunk._meta.db_table)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {index_name(dimension)} ON {table} "
+            f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "
+            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
+            f"WHERE embedding_dim = {dimension}"
+        )
+
+
+def clear_caches() -> None:
+    """Drop the in-process matrices (tests; memory)."""
+    _exact.clear()
