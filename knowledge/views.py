@@ -1,0 +1,332 @@
+"""The knowledge pages (outside the admin): knowledge bases, their documents with live ingestion progress, and a
+search page per knowledge base.
+
+Every member of the tenant sees the knowledge bases and searches them; owners and admins create, change, upload,
+re-ingest and delete. Another tenant's knowledge base or document is a 404 on every page and endpoint (the
+request's tenant scope finds nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.template.defaultfilters import filesizeformat
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from knowledge.embedders import EmbedderError
+from knowledge.forms import KnowledgeBaseForm, SearchForm, UploadForm
+from knowledge.models import Document, KnowledgeBase
+from knowledge.parsing import max_upload_bytes, supported_extensions_text
+from knowledge.selectors import (
+    document_get,
+    document_list,
+    document_progress,
+    knowledge_base_get,
+    knowledge_base_list_for_page,
+)
+from knowledge.services import (
+    REINGEST_FIELDS,
+    document_add,
+    document_delete,
+    document_reingest,
+    knowledge_base_create,
+    knowledge_base_delete,
+    knowledge_base_update,
+)
+
+
+def may_edit_knowledge(request: HttpRequest) -> bool:
+    """Owners and admins of the active tenant (and platform superusers) change knowledge bases; members read and
+    search."""
+    membership = getattr(request, "membership", None)
+    return bool(request.user.is_superuser or (membership is not None and membership.can_administer))
+
+
+def tenant_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Logged in and working in a tenant; without one there are no knowledge bases to show."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if getattr(request, "tenant", None) is None:
+            raise Http404(_("You are not working in any tenant."))
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def editors_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """403 with an explanation for members who try to change a knowledge base."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not may_edit_knowledge(request):
+            return render(request, "knowledge/forbidden.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return tenant_required(wrapped)
+
+
+def _knowledge_base_or_404(knowledge_base_id: int) -> KnowledgeBase:
+    try:
+        return knowledge_base_get(knowledge_base_id=knowledge_base_id)
+    except KnowledgeBase.DoesNotExist:
+        raise Http404(_("No such knowledge base in this tenant.")) from None
+
+
+def _document_or_404(knowledge_base: KnowledgeBase, document_id: int) -> Document:
+    try:
+        return document_get(knowledge_base=knowledge_base, document_id=document_id)
+    except Document.DoesNotExist:
+        raise Http404(_("No such document in this knowledge base.")) from None
+
+
+def _add_service_errors(form: KnowledgeBaseForm, error: ValidationError) -> None:
+    if hasattr(error, "error_dict"):
+        for field, errors in error.message_dict.items():
+            if field == "tenant":
+                continue
+            form.add_error(field if field in form.fields else None, errors)
+    if not form.errors:
+        form.add_error(None, error.messages)
+
+
+def _detail_url(knowledge_base: KnowledgeBase) -> str:
+    return reverse("knowledge:detail", args=[knowledge_base.pk])
+
+
+@tenant_required
+@require_GET
+def knowledge_base_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "knowledge/list.html",
+        {"knowledge_bases": knowledge_base_list_for_page(), "may_edit": may_edit_knowledge(request)},
+    )
+
+
+@editors_only
+@require_http_methods(["GET", "POST"])
+def knowledge_base_new(request: HttpRequest) -> HttpResponse:
+    form = KnowledgeBaseForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            knowledge_base = knowledge_base_create(
+                tenant=request.tenant, name=form.cleaned_data["name"], **form.service_fields()
+            )
+        except ValidationError as exc:
+            _add_service_errors(form, exc)
+        else:
+            messages.success(request, _("Created “%(name)s”. Upload files to fill it.") % {"name": knowledge_base.name})
+            return HttpResponseRedirect(_detail_url(knowledge_base))
+    return render(request, "knowledge/form.html", {"form": form, "knowledge_base": None})
+
+
+@editors_only
+@require_http_methods(["GET", "POST"])
+def knowledge_base_edit(request: HttpRequest, knowledge_base_id: int) -> HttpResponse:
+    knowledge_base = _knowledge_base_or_404(knowledge_base_id)
+    # The form writes into its own copy: the service compares the new values with the stored ones.
+    form = KnowledgeBaseForm(request.POST or None, instance=_knowledge_base_or_404(knowledge_base_id))
+    needs_confirmation = False
+    if request.method == "POST" and form.is_valid():
+        reingests = any(name in form.changed_data for name in REINGEST_FIELDS)
+        document_count = knowledge_base.documents.count()
+        if reingests and document_count and not form.cleaned_data["confirm_reingest"]:
+            needs_confirmation = True
+        else:
+            try:
+                queued = knowledge_base_update(
+                    knowledge_base=knowledge_base, name=form.cleaned_data["name"], **form.service_fields()
+                )
+            except ValidationError as exc:
+                _add_service_errors(form, exc)
+            else:
+                if queued:
+                    messages.success(
+                        request,
+                        ngettext(
+                            "Saved. %(count)d document is being ingested again.",
+                            "Saved. %(count)d documents are being ingested again.",
+                            queued,
+                        )
+                        % {"count": queued},
+                    )
+                else:
+                    messages.success(request, _("Saved."))
+                return HttpResponseRedirect(_detail_url(knowledge_base))
+    return render(
+        request,
+        "knowledge/form.html",
+        {
+            "form": form,
+            "knowledge_base": knowledge_base,
+            "needs_confirmation": needs_confirmation,
+            "document_count": knowledge_base.documents.count(),
+        },
+    )
+
+
+@editors_only
+@require_http_methods(["GET", "POST"])
+def knowledge_base_delete_view(request: HttpRequest, knowledge_base_id: int) -> HttpResponse:
+    knowledge_base = _knowledge_base_or_404(knowledge_base_id)
+    if request.method == "POST":
+        name = knowledge_base.name
+        knowledge_base_delete(knowledge_base=knowledge_base)
+        messages.success(request, _("Deleted the knowledge base “%(name)s”.") % {"name": name})
+        return HttpResponseRedirect(reverse("knowledge:list"))
+    return render(
+        request,
+        "knowledge/confirm_delete.html",
+        {
+            "knowledge_base": knowledge_base,
+            "document": None,
+            "document_count": knowledge_base.documents.count(),
+            "chunk_count": knowledge_base.chunks.count(),
+            "cancel_url": _detail_url(knowledge_base),
+        },
+    )
+
+
+@tenant_required
+@require_GET
+def knowledge_base_detail(request: HttpRequest, knowledge_base_id: int) -> HttpResponse:
+    knowledge_base = _knowledge_base_or_404(knowledge_base_id)
+    documents = document_list(knowledge_base=knowledge_base)
+    return render(
+        request,
+        "knowledge/detail.html",
+        {
+            "knowledge_base": knowledge_base,
+            "documents": documents,
+            "upload_form": UploadForm(),
+            "may_edit": may_edit_knowledge(request),
+            "max_upload": filesizeformat(max_upload_bytes()),
+            "file_types": supported_extensions_text(),
+            "progress_url": reverse("knowledge:progress", args=[knowledge_base.pk]),
+            "labels": {"stalled": _("Stalled")},
+        },
+    )
+
+
+@editors_only
+@require_POST
+def document_upload(request: HttpRequest, knowledge_base_id: int) -> HttpResponse:
+    knowledge_base = _knowledge_base_or_404(knowledge_base_id)
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        for error in form.errors.get("files", []):
+            messages.error(request, error)
+        return HttpResponseRedirect(_detail_url(knowledge_base))
+    added = 0
+    limit = max_upload_bytes()
+    for upload in form.cleaned_data["files"]:
+        if upload.size > limit:  # refused before reading it into memory
+            messages.error(
+                request,
+                _("“%(name)s” is %(size)s; the largest file a knowledge base accepts is %(limit)s.")
+                % {"name": upload.name, "size": filesizeformat(upload.size), "limit": filesizeformat(limit)},
+            )
+            continue
+        try:
+            document_add(knowledge_base=knowledge_base, name=upload.name, content=upload.read())
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        else:
+            added += 1
+    if added:
+        messages.success(
+            request,
+            ngettext(
+                "Uploaded %(count)d file; its progress shows below.",
+                "Uploaded %(count)d files; their progress shows below.",
+                added,
+            )
+            % {"count": added},
+        )
+    return HttpResponseRedirect(_detail_url(knowledge_base))
+
+
+@tenant_required
+@require_GET
+def document_progress_view(request: HttpRequest, knowledge_base_id: int) -> JsonResponse:
+    knowledge_base = _knowledge_base_or_404(knowledge_base_id)
+    return JsonResponse(document_progress(knowledge_base=knowledge_base))
+
+
+@editors_only
+@require_POST
+def document_reingest_view(request: HttpRequest, knowledge_base_id: int, document_id: int) -> HttpResponse:
+    knowledge_base = _knowledge_base_or_404(knowledge_base_id)
+    document = _document_or_404(knowledge_base, document_id)
+    document_reingest(document=document)
+    messages.success(request, _("“%(name)s” is being ingested again.") % {"name": document.name})
+    return HttpResponseRedirect(_detail_url(knowledge_base))
+
+
+@editors_only
+@require_http_methods(["GET", "POST"])
+def document_delete_view(request: HttpRequest, knowledge_base_id: int, document_id: int) -> HttpResponse:
+    knowledge_base = _knowledge_base_or_404(knowledge_base_id)
+    document = _document_or_404(knowledge_base, document_id)
+    if request.method == "POST":
+        name = document.name
+        document_delete(document=document)
+        messages.success(request, _("Deleted “%(name)s” and its chunks.") % {"name": name})
+        return HttpResponseRedirect(_detail_url(knowledge_base))
+    return render(
+        request,
+        "knowledge/confirm_delete.html",
+        {
+            "knowledge_base": knowledge_base,
+            "document": document,
+            "chunk_count": document.chunks.count(),
+            "cancel_url": _detail_url(knowledge_base),
+        },
+    )
+
+
+@tenant_required
+@require_GET
+def knowledge_base_search(request: HttpRequest, knowledge_base_id: int) -> HttpResponse:
+    from knowledge.retrieval import search
+
+    knowledge_base = _knowledge_base_or_404(knowledge_base_id)
+    form = SearchForm(request.GET if "q" in request.GET else None)
+    hits = None
+    error = ""
+    if form.is_bound and form.is_valid():
+        try:
+            hits = search(
+                knowledge_base,
+                form.cleaned_data["q"],
+                top_k=form.cleaned_data["top_k"],
+                mode=form.cleaned_data["mode"],
+            )
+        except EmbedderError as exc:
+            error = _("Vector search failed: %(reason)s. Keyword search still works.") % {"reason": exc}
+        except NotImplementedError:
+            error = _("Search is not available in this build yet.")
+    results = None
+    if hits is not None:
+        results = [{"rank": rank, "hit": hit, "scores": _score_parts(hit.scores)} for rank, hit in enumerate(hits, 1)]
+    return render(
+        request,
+        "knowledge/search.html",
+        {"knowledge_base": knowledge_base, "form": form, "results": results, "error": error},
+    )
+
+
+def _score_parts(scores: dict) -> list[tuple[str, str]]:
+    """Each retriever's score for the page: floats to 3 decimals, ranks as they are."""
+    return [(name, f"{value:.3f}" if isinstance(value, float) else str(value)) for name, value in scores.items()]
