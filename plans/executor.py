@@ -69,6 +69,12 @@ def _child_conversation(parent: Conversation, agent_name: str) -> Conversation:
     title = f"plan:{parent.pk}"
     child = Conversation.objects.filter(agent=agent, user_id=parent.user_id, title=title).first()
     if child is not None:
+        latest = agent.published_version()
+        if latest is not None and child.version_id != latest.pk:
+            # A step is new work: it runs the agent's newest published version (demo data re-seeded, an agent
+            # edited and republished); the child conversation keeps the agent's memory.
+            child.version = latest
+            child.save(update_fields=["version"])
         return child
     child = conversation_start(agent=agent, user=parent.user, title=title)
     version = child.version
@@ -165,7 +171,7 @@ def _report_file(step: PlanStep, child: Conversation, context: dict[str, Any]) -
 
 
 def _finish_step(step: PlanStep, child: Conversation, reply: Message, sink: _StepSink) -> dict[str, Any]:
-    if sink.error or reply.error_code:
+    if sink.error or reply.error_code or sink.status == StepStatus.FAILED:
         status = StepStatus.FAILED
     elif sink.status == "interrupted" or _asked(child, reply):
         status = StepStatus.INTERRUPTED

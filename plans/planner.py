@@ -45,7 +45,7 @@ CREATE_PLAN = {
                     "items": {
                         "type": "object",
                         "properties": {
-                            "seqNo": {"type": "integer"},
+                            "seqNo": {"type": "integer", "minimum": 1, "description": "1, 2, 3, ... (unique)"},
                             "agentName": {"type": "string"},
                             "requirement": {"type": "string"},
                             "depends_on": {"type": "array", "items": {"type": "integer"}},
@@ -65,7 +65,8 @@ CREATE_PLAN = {
 }
 PLANNER_PROMPT = (
     "You are a planner. Call list_agents to see the available agents, then call create_plan with steps that each "
-    "give one agent a clear requirement; depends_on lists the seqNo of steps whose results a step needs. "
+    "give one agent a clear requirement, numbered from 1 (seqNo); depends_on lists the seqNo of steps whose "
+    "results a step needs. "
     "If the request needs no agents, answer directly in text."
 )
 

@@ -29,6 +29,11 @@ def plan_problems(*, tenant: Any, steps: Any) -> list[str]:
             problems.append(_("Every step needs an integer seqNo."))
             continue
         seq = step["seqNo"]
+        if seq < 1:
+            problems.append(
+                _("Step %(seq)s: number the steps from 1 (index 0 is the plan's own reply in the stream).")
+                % {"seq": seq}
+            )
         if seq in seqs:
             problems.append(_("seqNo %(seq)s is used twice.") % {"seq": seq})
         if step.get("agentName") not in names:

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from agents.tools import ToolCallContext, ToolError, get_tool
 from agents.tools.registry import PythonFunctionTool
 from agents.workflows.interpolation import InterpolationError, as_text, interpolate
-from agents.workflows.schema import Step, Workflow
+from agents.workflows.schema import ASKING_TYPES, Step, Workflow
 
 if TYPE_CHECKING:
     from llm.models import ModelProvider
@@ -32,15 +33,53 @@ class StepFailed(Exception):
     """A step could not run; the message says why and what to do."""
 
 
+class StepAsks(Exception):
+    """An input or ask step lacks variables: the run pauses with a question to the user."""
+
+    def __init__(self, question: str, missing: list[str], found: dict[str, Any]) -> None:
+        super().__init__(question)
+        self.question = question
+        self.missing = missing
+        self.found = found
+
+
+@dataclass
+class WorkflowPause:
+    """Where a paused run stands: the asking step, its question, what is known. JSON-able (stored in the run)."""
+
+    step: str
+    question: str
+    missing: list[str]
+    variables: dict[str, Any]
+    context: dict[str, Any]
+    asks: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "question": self.question, "missing": self.missing,
+                "variables": self.variables, "context": self.context, "asks": self.asks}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkflowPause:
+        return cls(
+            step=str(data.get("step") or ""),
+            question=str(data.get("question") or ""),
+            missing=list(data.get("missing") or []),
+            variables=dict(data.get("variables") or {}),
+            context=dict(data.get("context") or {}),
+            asks=int(data.get("asks") or 1),
+        )
+
+
 @dataclass
 class WorkflowRunResult:
-    status: str  # "completed" or "failed"
+    status: str  # "completed", "failed", or "interrupted" (a step asks the user: `pause`, text = the question)
     result: Any = None
     text: str = ""
     variables: dict[str, Any] = field(default_factory=dict)
     log: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
     context: dict[str, Any] = field(default_factory=dict)
+    pause: WorkflowPause | None = None
 
 
 def result_text(value: Any) -> str:
@@ -54,37 +93,74 @@ def result_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _input_values(step: Step, message: str, given: dict[str, Any]) -> dict[str, Any]:
+def _known(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str | list | dict) and not value)
+
+
+def _answer(message: str) -> tuple[str, dict[str, Any]]:
+    """The text extraction rules read, and the values a message supplies by name.
+
+    A JSON object message supplies its keys (and those of its `context` object); its text is its `userQuery` and
+    `requirement` (the request a plan step sends, docs/plans.md). Otherwise the text is the message, and
+    `name: value` lines supply values.
+    """
+    stripped = message.strip()
+    if stripped.startswith("{"):
+        try:
+            parsed = json.loads(stripped)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            supplied = {**(parsed.get("context") if isinstance(parsed.get("context"), dict) else {}), **parsed}
+            text = "\n".join(
+                str(parsed[key]) for key in ("userQuery", "requirement") if isinstance(parsed.get(key), str)
+            )
+            return text, supplied
+    supplied: dict[str, Any] = {}
+    for line in message.splitlines():
+        match = re.match(r"\s*([^:：=]+?)\s*[:：=]\s*(.+)$", line)
+        if match:
+            supplied[match.group(1)] = match.group(2).strip()
+    return message, supplied
+
+
+def _asked_values(
+    step: Step, message: str, given: dict[str, Any], variables: dict[str, Any], *, answering: bool
+) -> dict[str, Any]:
+    """The variables of an input or ask step, from (in order) what is already known, the given inputs, the names
+    and aliases the message supplies, the step's extraction rules and, for one variable, the whole message (an
+    input step's message, or the answer to an ask step's question). Raises StepAsks for what is still missing.
+
+    `answering`: the message answers this step's question (a resumed run), rather than being the turn's request.
+    """
     names = step.outputs
     example = step.input_spec.get("example") if isinstance(step.input_spec, dict) else None
     aliases = list(example) if isinstance(example, dict) else []
+    text, supplied = _answer(message)
+    if step.type == "input" and len(names) == 1 and not step.extract and not answering:
+        supplied = {}  # one input takes the whole message, even when it looks like JSON
+    supplied = {**supplied, **given}
     values: dict[str, Any] = {}
-    supplied = dict(given)
-    if not supplied and len(names) > 1 and message.strip().startswith("{"):
-        try:
-            parsed = json.loads(message)
-            supplied = parsed if isinstance(parsed, dict) else {}
-        except json.JSONDecodeError:
-            pass
-    if not supplied and len(names) > 1:
-        # "tag: 潜在客户" lines, one value a line.
-        for line in message.splitlines():
-            match = re.match(r"\s*([^:：=]+?)\s*[:：=]\s*(.+)$", line)
-            if match:
-                supplied[match.group(1)] = match.group(2).strip()
     for position, name in enumerate(names):
         alias = aliases[position] if position < len(aliases) else None
-        if name in supplied:
+        if _known(variables.get(name)):
+            values[name] = variables[name]
+        elif _known(supplied.get(name)):
             values[name] = supplied[name]
-        elif alias is not None and alias in supplied:
+        elif alias is not None and _known(supplied.get(alias)):
             values[name] = supplied[alias]
-        elif len(names) == 1:
-            values[name] = message
+        elif name in step.extract and (found := step.extract[name].find(text)) is not None:
+            values[name] = found
+        elif len(names) == 1 and name not in step.extract and (step.type == "input" or answering) and text.strip():
+            values[name] = message if step.type == "input" and not answering else text.strip()
     missing = [name for name in names if name not in values]
     if missing:
-        raise StepFailed(
-            _("Missing input: %(names)s. Give each on its own line as “name: value”.") % {"names": ", ".join(missing)}
-        )
+        question = as_text(interpolate(step.question, variables)) if step.question else ""
+        if not question:
+            question = _("Please give %(names)s, each on its own line as “name: value”.") % {
+                "names": ", ".join(missing)
+            }
+        raise StepAsks(question, missing, values)
     return values
 
 
@@ -109,21 +185,35 @@ async def run_workflow(
     conversation_id: int | None = None,
     user_id: int | None = None,
     on_step: StepHook | None = None,
+    context: dict[str, Any] | None = None,
+    resume: WorkflowPause | None = None,
 ) -> WorkflowRunResult:
     """Run `workflow` to its output step. Never raises for a failing step: the run ends "failed" with the error
-    in the result and in that step's log entry."""
-    variables: dict[str, Any] = {}
-    context: dict[str, Any] = {}
+    in the result and in that step's log entry. An input or ask step that lacks a variable ends the run
+    "interrupted" with its question and a `pause`; `resume=pause` (with the answer as `message`) goes on from that
+    step with the variables and tool context known then, without running the earlier steps again.
+
+    `context` is the tool context the run starts from (the conversation's, A5).
+    """
+    variables: dict[str, Any] = dict(resume.variables) if resume else {}
+    context = dict(resume.context) if resume else dict(context or {})
     run = WorkflowRunResult(status="completed", variables=variables, context=context)
-    for step in workflow.steps:
+    ids = [step.id for step in workflow.steps]
+    if resume is not None and resume.step not in ids:
+        run.status = "failed"
+        run.error = _("The workflow no longer has the step “%(step)s” that asked: start again.") % {"step": resume.step}
+        return run
+    start = ids.index(resume.step) if resume else 0
+    for step in workflow.steps[start:]:
+        answering = resume is not None and step.id == resume.step
         started = time.perf_counter()
         entry: dict[str, Any] = {"step": step.id, "type": step.type, "inputs": {}, "outputs": {}, "error": ""}
         if on_step is not None:
             await on_step(step, "started", entry)
         try:
-            if step.type == "input":
+            if step.type in ASKING_TYPES:
                 entry["inputs"] = {"message": message, **(inputs or {})}
-                produced = _input_values(step, message, inputs or {})
+                produced = _asked_values(step, message, inputs or {}, variables, answering=answering)
             elif step.type in ("plugin", "custom"):
                 arguments = interpolate(step.inputs, variables)
                 entry["inputs"] = arguments
@@ -146,6 +236,20 @@ async def run_workflow(
             variables.update(produced)
             if step.type != "output":
                 entry["outputs"] = produced
+        except StepAsks as ask:
+            asks = (resume.asks + 1) if answering and resume else 1
+            if asks > step.max_asks:
+                entry["error"] = ngettext(
+                    "Missing input: %(names)s (asked once without an answer).",
+                    "Missing input: %(names)s (asked %(count)s times without an answer).",
+                    step.max_asks,
+                ) % {"names": ", ".join(ask.missing), "count": step.max_asks}
+            else:
+                variables.update(ask.found)
+                entry["outputs"] = ask.found
+                entry["asked"] = ask.question
+                run.pause = WorkflowPause(step=step.id, question=ask.question, missing=ask.missing,
+                                          variables=dict(variables), context=dict(context), asks=asks)  # fmt: skip
         except (StepFailed, InterpolationError, ToolError) as exc:
             entry["error"] = str(exc)
         except Exception as exc:  # a tool or the model failed: the run records it and stops
@@ -158,10 +262,15 @@ async def run_workflow(
         entry["ms"] = round((time.perf_counter() - started) * 1000, 1)
         run.log.append(entry)
         if on_step is not None:
-            await on_step(step, "failed" if entry["error"] else "completed", entry)
+            phase = "failed" if entry["error"] else "interrupted" if run.pause else "completed"
+            await on_step(step, phase, entry)
         if entry["error"]:
             run.status = "failed"
             run.error = _("Step “%(step)s” failed: %(error)s") % {"step": step.id, "error": entry["error"]}
+            break
+        if run.pause is not None:
+            run.status = "interrupted"
+            run.text = run.pause.question
             break
     return run
 

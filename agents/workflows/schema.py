@@ -8,13 +8,17 @@ outputs that way), so output names are read from the nodes, where repeated keys 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 from django.utils.translation import gettext as _
 
-STEP_TYPES = ("input", "plugin", "llm", "custom", "output")
+STEP_TYPES = ("input", "ask", "plugin", "llm", "custom", "output")
+# Steps that take their variables from the user and pause the run to ask when a required one is missing.
+ASKING_TYPES = ("input", "ask")
+DEFAULT_MAX_ASKS = 3
 
 # {name} or {name[key]} or {name[key][0]}: a variable of an earlier step, optionally indexed.
 REFERENCE = re.compile(r"\{([^\W\d][\w]*)((?:\[[^\[\]{}]+\])*)\}")
@@ -70,6 +74,37 @@ class Step:
     outputs: list[str] = field(default_factory=list)
     input_spec: dict[str, Any] = field(default_factory=dict)
     output_spec: Any = None
+    # input and ask steps: the question put to the user when a variable is missing, how an answer fills each
+    # variable (name -> Extraction), and how many times to ask before the step fails.
+    question: str = ""
+    extract: dict[str, Extraction] = field(default_factory=dict)
+    max_asks: int = DEFAULT_MAX_ASKS
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """How an answer's text fills one variable: the first regex that matches (its `value` group, else its first
+    group, else the whole match), or the first choice one of whose words occurs in the text."""
+
+    regexes: tuple[re.Pattern[str], ...] = ()
+    choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def find(self, text: str) -> str | None:
+        for pattern in self.regexes:
+            match = pattern.search(text)
+            if match is None:
+                continue
+            if "value" in pattern.groupindex:
+                value = match.group("value")
+            else:
+                value = match.group(1) if pattern.groups else match.group(0)
+            if value and value.strip():
+                return value.strip()
+        folded = text.casefold()
+        for choice, words in self.choices:
+            if any(word.casefold() in folded for word in words):
+                return choice
+        return None
 
 
 @dataclass
@@ -232,6 +267,8 @@ def parse_workflow(text: str, *, check_names: bool = True) -> Workflow:
 
         if step_type == "input":
             step.input_spec = raw_inputs if isinstance(raw_inputs, dict) else {}
+        elif step_type == "ask":
+            pass  # an ask step takes nothing but the user's answer (and the variables already known)
         else:
             if raw_inputs is not None and not isinstance(raw_inputs, dict):
                 issue(_("Inputs must be a mapping of names to values."), inputs_field)
@@ -254,6 +291,8 @@ def parse_workflow(text: str, *, check_names: bool = True) -> Workflow:
             if not step.outputs:
                 issue(_("Name the variable this step produces (outputs: name: …)."), outputs_field, outputs_key)
 
+        if step_type in ASKING_TYPES:
+            _asking_fields(step, step_data, step_node, produced, issue)
         if step_type == "plugin":
             step.plugin = str(step_data.get("plugin") or "")
             if not step.plugin:
@@ -300,3 +339,88 @@ def parse_workflow(text: str, *, check_names: bool = True) -> Workflow:
         steps=steps,
         text=text,
     )
+
+
+def _asking_fields(
+    step: Step, step_data: dict[str, Any], step_node: yaml.Node, produced: set[str], issue: Callable[..., None]
+) -> None:
+    """`question`, `extract` and `max_asks` of an input or ask step, each problem named with its field and line."""
+    _key, question_node = _child(step_node, "question")
+    question = step_data.get("question")
+    if question is not None and not isinstance(question, str):
+        issue(_("The question must be text."), "question", question_node)
+    step.question = question if isinstance(question, str) else ""
+    if step.type == "ask" and not step.question.strip():
+        issue(_("This field is required: the question put to the user when a variable is missing."), "question")
+    for name in references(step.question):
+        if name not in produced:
+            issue(_("“{%(name)s}” is not produced by any earlier step.") % {"name": name}, "question", question_node)
+
+    max_asks = step_data.get("max_asks", DEFAULT_MAX_ASKS)
+    if isinstance(max_asks, bool) or not isinstance(max_asks, int) or max_asks < 1:
+        issue(_("max_asks must be a whole number of 1 or more."), "max_asks")
+    else:
+        step.max_asks = max_asks
+
+    _key, extract_node = _child(step_node, "extract")
+    extract = step_data.get("extract")
+    if extract is None:
+        return
+    if not isinstance(extract, dict) or not isinstance(extract_node, yaml.MappingNode):
+        issue(_("extract maps each variable of this step to a rule (regex or choices)."), "extract", extract_node)
+        return
+    for key_node, rule_node in _pairs(extract_node):
+        name = str(key_node.value)
+        where = f"extract.{name}"
+        if name not in step.outputs:
+            issue(
+                _("“%(name)s” is not a variable of this step: extract rules fill the step's outputs (%(outputs)s).")
+                % {"name": name, "outputs": ", ".join(step.outputs) or "—"},
+                where,
+                key_node,
+            )
+            continue
+        rule = extract.get(name)
+        extraction = _extraction(rule, rule_node, where, issue)
+        if extraction is not None:
+            step.extract[name] = extraction
+
+
+def _extraction(rule: Any, node: yaml.Node, where: str, issue: Callable[..., None]) -> Extraction | None:
+    if not isinstance(rule, dict) or not ({"regex", "choices"} & set(rule)):
+        issue(_("A rule is a mapping with “regex” (one or a list) or “choices”."), where, node)
+        return None
+    regexes: list[re.Pattern[str]] = []
+    raw = rule.get("regex")
+    texts = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else [] if raw is None else [None]
+    for text in texts:
+        if not isinstance(text, str):
+            issue(_("regex must be a regular expression or a list of them."), f"{where}.regex", node)
+            return None
+        try:
+            regexes.append(re.compile(text))
+        except re.error as exc:
+            issue(_("Invalid regular expression “%(regex)s”: %(error)s.") % {"regex": text, "error": exc},
+                  f"{where}.regex", _child(node, "regex")[1] or node)  # fmt: skip
+            return None
+    choices: list[tuple[str, tuple[str, ...]]] = []
+    raw = rule.get("choices")
+    if isinstance(raw, list) and raw and all(isinstance(item, str) and item for item in raw):
+        choices = [(item, (item,)) for item in raw]
+    elif (
+        isinstance(raw, dict)
+        and raw
+        and all(
+            isinstance(words, list) and words and all(isinstance(word, str) and word for word in words)
+            for words in raw.values()
+        )
+    ):
+        choices = [(str(choice), (str(choice), *words)) for choice, words in raw.items()]
+    elif raw is not None:
+        issue(
+            _("choices is a list of values, or a mapping of each value to the words that mean it."),
+            f"{where}.choices",
+            _child(node, "choices")[1] or node,
+        )
+        return None
+    return Extraction(regexes=tuple(regexes), choices=tuple(choices))

@@ -13,7 +13,12 @@ from agents.workflows.schema import Workflow as WorkflowDocument
 from agents.workflows.schema import WorkflowIssue, WorkflowValidationError, parse_workflow
 
 if TYPE_CHECKING:
+    from agents.workflows.runner import WorkflowRunResult
     from tenants.models import Tenant
+
+# A run paused by an input or ask step (its question and state in outputs["pause"]). WorkflowRunStatus has no
+# such choice yet (agents/models.py is not this module's); the column is free text, so the value is stored as is.
+RUN_INTERRUPTED = getattr(WorkflowRunStatus, "INTERRUPTED", "interrupted")
 
 
 def workflow_validate(*, yaml_text: str) -> WorkflowDocument:
@@ -101,6 +106,20 @@ def workflow_run_record(
     )
 
 
+def _run_status(result: WorkflowRunResult) -> str:
+    if result.status == "completed":
+        return WorkflowRunStatus.COMPLETED
+    return RUN_INTERRUPTED if result.status == "interrupted" else WorkflowRunStatus.FAILED
+
+
+def _run_outputs(result: WorkflowRunResult) -> dict[str, Any]:
+    if result.status == "completed":
+        return {"result": result.result, "text": result.text}
+    if result.pause is not None:
+        return {"pause": result.pause.as_dict()}
+    return {}
+
+
 async def workflow_execute(
     *,
     workflow: Workflow,
@@ -115,10 +134,13 @@ async def workflow_execute(
     temperature: float | None = None,
     on_step: Any = None,
     document_yaml: str | None = None,
-) -> tuple[WorkflowRun, Any]:
+    context: dict[str, Any] | None = None,
+) -> tuple[WorkflowRun, WorkflowRunResult]:
     """Run a stored workflow and record the run; returns (run row, WorkflowRunResult).
 
-    `document_yaml` runs a frozen version of the document (an agent version's snapshot) instead of the current one.
+    `document_yaml` runs a frozen version of the document (an agent version's snapshot) instead of the current one;
+    `context` is the tool context the run starts from. A run that asks the user is stored "interrupted" with its
+    pause (question, step, variables, tool context); `workflow_resume` goes on with it.
     """
     from agents.workflows.runner import run_workflow
     from llm.client import database_sync_to_async
@@ -137,16 +159,75 @@ async def workflow_execute(
         conversation_id=conversation_id,
         user_id=user_id,
         on_step=on_step,
+        context=context,
     )
-    status = WorkflowRunStatus.COMPLETED if result.status == "completed" else WorkflowRunStatus.FAILED
     run = await database_sync_to_async(workflow_run_record)(
         workflow=workflow,
-        status=status,
+        status=_run_status(result),
         inputs={"message": message, **(inputs or {})},
-        outputs={"result": result.result, "text": result.text} if status == WorkflowRunStatus.COMPLETED else {},
+        outputs=_run_outputs(result),
         log=result.log,
         error=result.error,
         conversation_id=conversation_id,
         duration_ms=round((time.perf_counter() - started) * 1000, 1),
     )
+    return run, result
+
+
+def workflow_paused_run(*, workflow: Workflow, conversation_id: int) -> WorkflowRun | None:
+    """The conversation's run of `workflow` waiting for the user's answer (the newest), or None."""
+    return (
+        WorkflowRun.objects.filter(workflow=workflow, conversation_id=conversation_id, status=RUN_INTERRUPTED)
+        .order_by("-id")
+        .first()
+    )
+
+
+def _run_update(*, run: WorkflowRun, result: WorkflowRunResult, message: str, ms: float) -> WorkflowRun:
+    run.status = _run_status(result)
+    run.outputs = _run_outputs(result)
+    run.log = [*(run.log or []), *result.log]
+    run.error = result.error
+    run.inputs = {**(run.inputs or {}), "answers": [*(run.inputs or {}).get("answers", []), message]}
+    run.duration_ms = round((run.duration_ms or 0) + ms, 1)
+    run.save(update_fields=["status", "outputs", "log", "error", "inputs", "duration_ms"])
+    return run
+
+
+async def workflow_resume(
+    *,
+    run: WorkflowRun,
+    message: str,
+    tenant: Tenant,
+    agent_id: int | None = None,
+    user_id: int | None = None,
+    provider: Any = None,
+    model: str | None = None,
+    temperature: float | None = None,
+    on_step: Any = None,
+    document_yaml: str | None = None,
+) -> tuple[WorkflowRun, WorkflowRunResult]:
+    """Go on with a paused run from the step that asked, `message` being the user's answer; the steps before it
+    are not run again. The same run row is updated (its log grows, the answers are kept in its inputs)."""
+    from agents.workflows.runner import WorkflowPause, run_workflow
+    from llm.client import database_sync_to_async
+
+    started = time.perf_counter()
+    workflow = await database_sync_to_async(lambda: run.workflow)()
+    document = parse_workflow(document_yaml or workflow.yaml)
+    result = await run_workflow(
+        document,
+        tenant=tenant,
+        message=message,
+        provider=provider,
+        model=model,
+        temperature=temperature,
+        agent_id=agent_id,
+        conversation_id=run.conversation_id,
+        user_id=user_id,
+        on_step=on_step,
+        resume=WorkflowPause.from_dict((run.outputs or {}).get("pause") or {}),
+    )
+    ms = (time.perf_counter() - started) * 1000
+    run = await database_sync_to_async(_run_update)(run=run, result=result, message=message, ms=ms)
     return run, result

@@ -156,10 +156,115 @@ def test_marketing_workflow_runs_end_to_end(tenant):
 
 
 @pytest.mark.django_db
-def test_a_missing_input_fails_the_run_with_the_step_logged(tenant):
-    result = asyncio.run(run_workflow(parse_workflow(MARKETING), tenant=tenant, message="just text"))
-    assert result.status == "failed" and len(result.log) == 1
-    assert "Missing input: user_tag, marketing_need" in result.log[0]["error"] and "input_step" in result.error
+def test_a_missing_input_pauses_the_run_with_a_question_and_what_is_known(tenant):
+    result = asyncio.run(run_workflow(parse_workflow(MARKETING), tenant=tenant, message="tag: vip"))
+    assert result.status == "interrupted" and len(result.log) == 1 and result.error == ""
+    assert result.text == "Please give marketing_need, each on its own line as “name: value”."
+    assert result.pause.step == "input_step" and result.pause.missing == ["marketing_need"]
+    assert result.pause.variables == {"user_tag": "vip"} and result.log[0]["asked"] == result.text
+    resumed = asyncio.run(
+        run_workflow(parse_workflow(MARKETING), tenant=tenant, message="marketing_need: 新品", resume=result.pause)
+    )
+    assert resumed.status == "completed", resumed.error
+    assert resumed.variables["user_tag"] == "vip" and resumed.variables["marketing_need"] == "新品"
+
+
+ASK = """  - id: city
+    type: ask
+    question: 'Which city, for {answer}?'
+    outputs:
+      name: city
+"""
+
+BAD_ASKS = """  - id: q
+    type: ask
+    max_asks: 0
+    outputs:
+      name: y
+  - id: r
+    type: ask
+    question: 'For {nope}?'
+    extract:
+      z: {regex: '(unclosed'}
+      ghost: {regex: 'a'}
+      w: {choices: 3}
+      v: 'text'
+    outputs:
+      name: z
+      name: w
+      name: v
+"""
+
+
+def test_ask_steps_are_validated_with_step_field_and_line():
+    errors = {(e["step"], e["field"]): e for e in _errors(_doc(INPUT + BAD_ASKS + OK_TAIL))}
+    assert set(errors) == {
+        ("q", "question"), ("q", "max_asks"), ("r", "question"), ("r", "extract.z.regex"), ("r", "extract.ghost"),
+        ("r", "extract.w.choices"), ("r", "extract.v"),
+    }  # fmt: skip
+    assert "This field is required" in errors[("q", "question")]["message"] and errors[("q", "question")]["line"] == 8
+    assert errors[("q", "max_asks")]["line"] == 10
+    assert "“{nope}” is not produced" in errors[("r", "question")]["message"]
+    assert errors[("r", "extract.z.regex")]["line"] == 17
+    assert "Invalid regular expression “(unclosed”" in errors[("r", "extract.z.regex")]["message"]
+    assert "not a variable of this step" in errors[("r", "extract.ghost")]["message"]
+    assert errors[("r", "extract.ghost")]["line"] == 18
+
+
+SIZE_AND_COLOUR = r"""  - id: more
+    type: ask
+    question: 'Size and colour?'
+    extract:
+      size: {regex: ['(?P<value>\d+) ?cm', 'size (\w+)']}
+      colour: {choices: {red: [rouge, 红], blue: [bleu]}}
+    outputs:
+      name: size
+      name: colour
+  - id: out
+    type: output
+    inputs:
+      result: '{x}: {size} {colour}'
+"""
+
+
+@pytest.mark.django_db
+def test_extraction_rules_fill_variables_from_the_answer(tenant):
+    document = parse_workflow(_doc(INPUT + SIZE_AND_COLOUR))
+    first = asyncio.run(run_workflow(document, tenant=tenant, message="a box"))
+    assert first.status == "interrupted" and first.text == "Size and colour?"
+    done = asyncio.run(run_workflow(document, tenant=tenant, message="40 cm, 红色的", resume=first.pause))
+    assert done.status == "completed" and done.text == "a box: 40 red"
+    other = asyncio.run(run_workflow(document, tenant=tenant, message="size XL, bleu", resume=first.pause))
+    assert other.text == "a box: XL blue"
+
+
+THINK = """  - id: think
+    type: llm
+    prompt: 'Weather in {x}?'
+    outputs:
+      name: answer
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_ask_step_resumes_without_running_the_earlier_steps_again(tenant, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Sunny"}})
+    with tenant_scope(tenant):
+        ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True)
+    out = "  - id: out\n    type: output\n    inputs:\n      reply: '{answer} in {city}.'\n"
+    document = parse_workflow(_doc(INPUT + THINK + ASK + out))
+
+    async def go(message, resume=None):
+        with tenant_scope(tenant):
+            return await run_workflow(document, tenant=tenant, message=message, resume=resume)
+
+    first = asyncio.run(go("spring"))
+    assert first.status == "interrupted" and first.text == "Which city, for Sunny?"
+    assert first.pause.variables == {"x": "spring", "answer": "Sunny"}
+    done = asyncio.run(go("Chengdu", first.pause))
+    assert done.status == "completed" and done.text == "Sunny in Chengdu."
+    assert [entry["step"] for entry in done.log] == ["city", "out"]
+    assert len(scripted_llm.requests()) == 1  # the llm step ran once, before the question
 
 
 @pytest.mark.django_db(transaction=True)
@@ -323,35 +428,79 @@ def test_a_workflow_agent_turn_streams_step_frames_and_stores_reply_and_run(tena
     assert scripted_llm.requests() == []  # no llm step: the model is not called
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_failing_step_is_the_reply_and_the_run_is_logged_failed(tenant, member):
-    from agents.models import WorkflowRun
-    from agents.runtime import run_turn
+def _workflow_conversation(tenant, member, text=MARKETING):
     from agents.services import agent_create
-    from memory.services import conversation_start, message_add
+    from memory.services import conversation_start
 
     with tenant_scope(tenant):
         agent = agent_create(tenant=tenant, name="营销助理", kind="workflow")
-    _stored(tenant, MARKETING, agent=agent)
+    _stored(tenant, text, agent=agent)
     with tenant_scope(tenant):
-        conversation = conversation_start(agent=agent, user=member)
-        user = message_add(conversation=conversation, role="user", content="hello", client_id="c1")
+        return conversation_start(agent=agent, user=member)
+
+
+def _turn(tenant, conversation, text):
+    from agents.runtime import run_turn
+    from memory.services import message_add
+
+    with tenant_scope(tenant):
+        user = message_add(conversation=conversation, role="user", content=text)
     sink = Collector()
 
     async def go():
         with tenant_scope(tenant), translation.override("en"):
             return await run_turn(conversation=conversation, user_message=user, sink=sink)
 
-    reply = asyncio.run(go())
-    assert "Missing input: user_tag, marketing_need" in reply.content
+    return asyncio.run(go()), sink
+
+
+def _runs(tenant):
+    from agents.models import WorkflowRun
+
+    with tenant_scope(tenant):
+        return list(WorkflowRun.objects.order_by("id"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_workflow_agent_asks_and_the_next_message_resumes_the_same_run(tenant, member):
+    conversation = _workflow_conversation(tenant, member)
+    reply, sink = _turn(tenant, conversation, "tag: vip")
+    assert reply.content == "Please give marketing_need, each on its own line as “name: value”."
+    assert [(f["name"], f["status"]) for f in sink.frames if f["type"] == "tool"] == [
+        ("input_step", "started"), ("input_step", "interrupted")
+    ]  # fmt: skip
+    step = sink.of("step")[-1]
+    assert step["status"] == "interrupted" and step["agentChatResponse"]["data"]["missing"] == ["marketing_need"]
+    (run,) = _runs(tenant)
+    assert run.status == "interrupted" and run.outputs["pause"]["variables"] == {"user_tag": "vip"}
+    assert run.conversation_id == conversation.pk
+
+    reply, sink = _turn(tenant, conversation, "marketing_need: 新品")
+    assert reply.content == "true" and sink.of("step")[-1]["status"] == "completed"
+    (run,) = _runs(tenant)  # the same run, gone on from its input step
+    assert run.status == "completed" and run.inputs["answers"] == ["marketing_need: 新品"]
+    assert [entry["step"] for entry in run.log] == [
+        "input_step", "input_step", "get_user_info", "generate_marketing_article", "send_sms", "output_step"
+    ]  # fmt: skip
+    assert run.log[3]["inputs"]["topic"] == "新品"
+
+
+ASK_ONCE = MARKETING.replace("    type: 'input'\n", "    type: 'input'\n    max_asks: 1\n", 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_step_is_the_reply_and_the_run_is_logged_failed(tenant, member):
+    conversation = _workflow_conversation(tenant, member, ASK_ONCE)
+    _turn(tenant, conversation, "hello")
+    reply, sink = _turn(tenant, conversation, "still nothing")
+    assert "Missing input: user_tag, marketing_need (asked once without an answer)" in reply.content
     assert [(f["name"], f["status"]) for f in sink.frames if f["type"] == "tool"] == [
         ("input_step", "started"),
         ("input_step", "failed"),
     ]
     assert sink.frames[-2]["status"] == "failed" and sink.frames[-1]["type"] == "done"
-    with tenant_scope(tenant):
-        run = WorkflowRun.objects.get()
-    assert run.status == "failed" and run.log[0]["error"].startswith("Missing input")
+    (run,) = _runs(tenant)
+    assert run.status == "failed" and run.log[-1]["error"].startswith("Missing input")
 
 
 @pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The energy pack's tools, its demo agents, and the offline demo model driving the PV economics agent."""
+"""The energy pack's tools, its demo agents, and the PV economics workflow agent asking and computing."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 from channels.db import database_sync_to_async
 
 import agents.packs.energy.tools  # noqa: F401 - registers the tools even before the app is in INSTALLED_APPS
-from agents.models import Agent
-from agents.packs.energy.demo import DEMO_AGENTS, PLANNER_AGENT, seed_energy_demo
+from agents.models import Agent, Workflow, WorkflowRun
+from agents.packs.energy.demo import DEMO_AGENTS, ECONOMICS_WORKFLOW, PLANNER_AGENT, seed_energy_demo
+from agents.services import agent_ensure
 from agents.tools import ToolCallContext, ToolError, get_tool
-from llm.demo import demo_engine
 from llm.services import provider_ensure_demo
 from memory.services import conversation_start
 from tenants.scope import tenant_scope
@@ -66,6 +66,14 @@ def _agents(tenant):
         return {agent.name: agent for agent in Agent.objects.filter(tenant=tenant)}
 
 
+def _versions(tenant, agents):
+    with tenant_scope(tenant):
+        return {name: agent.published_version() for name, agent in agents.items()}
+
+
+ECONOMICS = "光伏经济性测算 / PV economics"
+
+
 @pytest.mark.django_db
 def test_the_seeder_gives_the_energy_tenant_three_published_agents_idempotently(tenant, other_tenant):
     energy = tenant  # the fixture's tenant is the energy demo tenant (slug "energy")
@@ -74,47 +82,66 @@ def test_the_seeder_gives_the_energy_tenant_three_published_agents_idempotently(
     agents = _agents(energy)
     assert set(agents) == {spec["name"] for spec in [*DEMO_AGENTS, PLANNER_AGENT]}
     assert agents["能源规划师 / Energy planner"].kind == "planner"
-    assert agents["光伏经济性测算 / PV economics"].tools == ["pv_economics", "ask_user"]
+    assert agents[ECONOMICS].kind == "workflow" and agents[ECONOMICS].tools == []
     assert agents["敏感性分析 / Sensitivity analysis"].tools == ["pv_sensitivity"]
     assert agents["报告生成 / Report"].tools == ["pv_report"]
-    with tenant_scope(energy):
-        versions = {name: agent.published_version().number for name, agent in agents.items()}
-    assert set(versions.values()) == {1}
+    versions = _versions(energy, agents)
+    assert {version.number for version in versions.values()} == {1}
+    # The economics agent's version froze its workflow document (the pack's file).
+    assert versions[ECONOMICS].snapshot["workflow_yaml"] == ECONOMICS_WORKFLOW.read_text(encoding="utf-8")
     assert _agents(other_tenant) == {}  # only the energy tenant
     assert len(lines) == 1
 
     seed_energy_demo([energy], lines.append)  # again: nothing new, nothing republished
     again = _agents(energy)
     assert {name: agent.pk for name, agent in again.items()} == {name: agent.pk for name, agent in agents.items()}
+    assert {name: v.number for name, v in _versions(energy, again).items()} == {name: 1 for name in agents}
     with tenant_scope(energy):
-        assert {name: agent.published_version().number for name, agent in again.items()} == versions
+        assert Workflow.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_re_seeding_turns_an_existing_react_economics_agent_into_the_workflow_agent(tenant):
+    with tenant_scope(tenant):  # what an earlier seed_demo left: the economics agent as a ReAct agent
+        agent_ensure(tenant=tenant, spec={"name": ECONOMICS, "kind": "react", "tools": ["pv_economics", "ask_user"]})
+    seed_energy_demo([tenant], lambda line: None)
+    agent = _agents(tenant)[ECONOMICS]
+    with tenant_scope(tenant):
+        version = agent.published_version()
+        workflow = Workflow.objects.get(agent=agent)
+    assert agent.kind == "workflow" and version.number == 2 and version.snapshot["kind"] == "workflow"
+    assert version.snapshot["workflow_yaml"] == workflow.yaml and workflow.name == "光伏经济性测算"
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_the_demo_model_asks_for_the_location_then_estimates(tenant, member, monkeypatch):
-    monkeypatch.setitem(demo_engine().defaults, "delay", 0)
-
+async def test_the_economics_workflow_agent_asks_for_the_location_then_estimates(tenant, member):
     def make():
-        energy = tenant
-        provider_ensure_demo(tenant=energy)
-        seed_energy_demo([energy], lambda line: None)
-        with tenant_scope(energy):
-            agent = Agent.objects.get(name="光伏经济性测算 / PV economics")
-            return energy, conversation_start(agent=agent, user=member)
+        provider_ensure_demo(tenant=tenant)
+        seed_energy_demo([tenant], lambda line: None)
+        with tenant_scope(tenant):
+            return conversation_start(agent=Agent.objects.get(name=ECONOMICS), user=member)
 
-    energy, conversation = await database_sync_to_async(make)()
-    _user, reply, sink = await user_turn(energy, conversation, "帮我算一下光伏项目的收益")
-    assert sink.tools() == [("ask_user", "completed")]
-    assert "请问项目地点在哪里？是工商业还是户用光伏？" in reply.content
+    def runs():
+        with tenant_scope(tenant):
+            return list(WorkflowRun.objects.order_by("id").values_list("status", flat=True))
 
-    _user, reply, sink = await user_turn(energy, conversation, "地点是杭州余杭区，进行工商业光伏测算")
-    assert sink.tools() == [("pv_economics", "completed")]
+    conversation = await database_sync_to_async(make)()
+    _user, reply, sink = await user_turn(tenant, conversation, "帮我算一下光伏项目的收益")
+    assert sink.tools() == [("ask_project", "interrupted")]
+    assert reply.content == "请问项目地点在哪里？是工商业还是户用光伏？"
+    assert sink.of("step")[-1]["status"] == "interrupted"
+    assert await database_sync_to_async(runs)() == ["interrupted"]
+
+    _user, reply, sink = await user_turn(tenant, conversation, "地点是杭州余杭区，进行工商业光伏测算")
+    assert sink.tools() == [("ask_project", "completed"), ("economics", "completed"), ("output_step", "completed")]
     assert "杭州余杭区, 工商业" in reply.content and "IRR: 21.81%" in reply.content  # 0.5%/year degradation
+    assert await database_sync_to_async(runs)() == ["completed"]  # the same run went on
 
-    _user, reply, sink = await user_turn(energy, conversation, "成都，户用")
-    assert sink.tools() == [("pv_economics", "completed")]
+    _user, reply, sink = await user_turn(tenant, conversation, "成都，户用")
+    assert [name for name, _status in sink.tools()] == ["ask_project", "economics", "output_step"]
     assert "Capacity: 10 kW" in reply.content
 
-    _user, reply, sink = await user_turn(energy, conversation, "地点是火星基地，工商业")
-    assert sink.tools() == [("pv_economics", "failed")]
-    assert "No full-load hours are known for 火星基地" in reply.content and "Error" not in reply.content
+    _user, reply, sink = await user_turn(tenant, conversation, "地点是火星基地，工商业")
+    assert sink.tools()[-1] == ("economics", "failed")
+    assert "No full-load hours are known for 火星基地" in reply.content
+    assert await database_sync_to_async(runs)() == ["completed", "completed", "failed"]

@@ -40,7 +40,7 @@ async def test_the_energy_planner_demo_asks_resumes_and_stores_the_report(
     _user, reply, sink = await user_turn(tenant, conversation, "帮我生成一份光伏经济测算报告")
     plan, steps = await database_sync_to_async(_plan)(tenant)
     assert [(s.seqNo, s.agentName, s.depends_on) for s in steps] == [
-        (0, STEPS[0], []), (1, STEPS[1], [0]), (2, STEPS[2], [1])
+        (1, STEPS[0], []), (2, STEPS[1], [1]), (3, STEPS[2], [2])
     ]  # fmt: skip
     assert plan.status == "interrupted"
     assert [s.status for s in steps] == ["interrupted", "not_started", "not_started"]
@@ -51,9 +51,15 @@ async def test_the_energy_planner_demo_asks_resumes_and_stores_the_report(
     assert plan.status == "completed"
     assert [s.status for s in steps] == ["completed"] * 3
     assert "光伏经济测算报告已完成" in reply.content
-    assert [name for name, _status in sink.tools()] == ["pv_economics", "pv_sensitivity", "pv_report"]
+    assert [name for name, _status in sink.tools()] == [
+        "ask_project",
+        "economics",
+        "output_step",
+        "pv_sensitivity",
+        "pv_report",
+    ]
     assert all(status == "completed" for _name, status in sink.tools())
-    report_frame = [f for f in sink.of("step") if f["index"] == 2][-1]
+    report_frame = [f for f in sink.of("step") if f["index"] == 3][-1]
     data = report_frame["agentChatResponse"]["data"]
     assert data["url"] and data["title"] == "PV economics: 杭州余杭区, 工商业"
 

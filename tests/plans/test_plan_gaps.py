@@ -23,8 +23,8 @@ def _retries(tenant, count):
 
 def _parallel_plan(allow):
     steps = [
-        {"seqNo": 0, "agentName": "Finder", "requirement": "find"},
-        {"seqNo": 1, "agentName": "Writer", "requirement": "write"},
+        {"seqNo": 1, "agentName": "Finder", "requirement": "find"},
+        {"seqNo": 2, "agentName": "Writer", "requirement": "write"},
     ]
     return call("create_plan", {"name": "Two", "steps": steps, "allow_concurrency": allow})
 
@@ -48,7 +48,7 @@ async def test_a_failing_step_fails_the_plan_and_the_reply_says_which_and_why(te
     assert len(finder) == 2  # the first try and one retry, then the step gives up
     assert plan.status == "failed"
     assert [s.status for s in steps] == ["failed", "not_started"]
-    assert reply.content.startswith("Step 0 (Finder) failed: ")
+    assert reply.content.startswith("Step 1 (Finder) failed: ")
     assert steps[0].result["output"] in reply.content and steps[0].result["output"]
     assert sink.of("plan")[-1]["plan"]["status"] == "failed"
 
@@ -79,7 +79,7 @@ def _concurrent_rules(scripted_llm, allow):
 
 
 def _assert_ordered_per_index(sink):
-    for seq in (0, 1):
+    for seq in (1, 2):
         started = next(
             f["seq"]
             for f in sink.of("plan")
@@ -104,7 +104,7 @@ async def test_independent_steps_run_concurrently_when_allowed(tenant, setup, sc
     plan, _steps = await database_sync_to_async(_plan)(tenant)
     assert plan.status == "completed" and plan.allow_concurrency
     times = await database_sync_to_async(_step_times)(tenant)
-    assert times[1][0] < times[0][1] and times[0][0] < times[1][1]  # the two steps overlap
+    assert times[2][0] < times[1][1] and times[1][0] < times[2][1]  # the two steps overlap
     _assert_ordered_per_index(sink)
 
 
@@ -115,7 +115,7 @@ async def test_steps_run_one_after_another_without_concurrency(tenant, setup, sc
     plan, _steps = await database_sync_to_async(_plan)(tenant)
     assert plan.status == "completed" and not plan.allow_concurrency
     times = await database_sync_to_async(_step_times)(tenant)
-    assert times[0][1] <= times[1][0]
+    assert times[1][1] <= times[2][0]
     _assert_ordered_per_index(sink)
 
 
@@ -153,17 +153,17 @@ async def test_step_tool_calls_model_calls_and_plan_states_are_logged(tenant, se
     await user_turn(tenant, conversation, "Do it")
     logs = await database_sync_to_async(_logs)(tenant)
     tools = [row for row in logs if row["kind"] == LogKind.TOOL_CALL]
-    assert len(tools) == 1 and tools[0]["step"] == 0
+    assert len(tools) == 1 and tools[0]["step"] == 1
     assert tools[0]["data"]["name"] == "pg_echo" and tools[0]["data"]["arguments"] == {"word": "sun"}
     assert "echo sun" in tools[0]["data"]["result"]
     steps_called = {
         row["step"] for row in logs if row["kind"] == LogKind.MODEL_CALL and row["data"].get("role") == "step"
     }
-    assert steps_called == {0, 1}
-    for seq in (0, 1):
+    assert steps_called == {1, 2}
+    for seq in (1, 2):
         events = [row["data"]["event"] for row in logs if row["step"] == seq and "event" in row["data"]]
         assert events == ["before_step", "after_step"]
-    after = next(row["data"]["plan"] for row in logs if row["step"] == 0 and row["data"].get("event") == "after_step")
+    after = next(row["data"]["plan"] for row in logs if row["step"] == 1 and row["data"].get("event") == "after_step")
     assert after["steps"][0]["status"] == "completed" and after["steps"][1]["status"] == "not_started"
 
 

@@ -52,8 +52,8 @@ def _plan(tenant):
 PLAN = call(
     "create_plan",
     {"name": "Two steps", "steps": [
-        {"seqNo": 1, "agentName": "Writer", "requirement": "write", "depends_on": [0]},
-        {"seqNo": 0, "agentName": "Finder", "requirement": "find"},
+        {"seqNo": 2, "agentName": "Writer", "requirement": "write", "depends_on": [1]},
+        {"seqNo": 1, "agentName": "Finder", "requirement": "find"},
     ]},
 )  # fmt: skip
 
@@ -77,7 +77,7 @@ async def test_a_valid_plan_runs_in_dependency_order(tenant, setup, scripted_llm
     _user, reply, sink = await user_turn(tenant, conversation, "Do it")
     plan, steps = await database_sync_to_async(_plan)(tenant)
     assert plan.status == "completed" and [s.status for s in steps] == ["completed", "completed"]
-    assert [f["index"] for f in sink.of("step")] == [0, 1]
+    assert [f["index"] for f in sink.of("step")] == [1, 2]
     assert steps[1].result["status"] == "completed" and steps[0].result["output"] == "found it"
     assert sink.of("plan")[-1]["plan"]["status"] == "completed"
     bodies = await _bodies(scripted_llm)
@@ -87,7 +87,7 @@ async def test_a_valid_plan_runs_in_dependency_order(tenant, setup, scripted_llm
 
 
 async def test_an_invalid_plan_goes_back_and_then_fails_clearly(tenant, setup, scripted_llm):
-    bad = call("create_plan", {"name": "x", "steps": [{"seqNo": 0, "agentName": "Ghost", "requirement": "r"}]})
+    bad = call("create_plan", {"name": "x", "steps": [{"seqNo": 1, "agentName": "Ghost", "requirement": "r"}]})
     scripted_llm.set_rules({"when": {}, "reply": {"tool_calls": [bad]}})
     conversation = await setup()
     _user, reply, _sink = await user_turn(tenant, conversation, "Do it")
@@ -102,8 +102,8 @@ def test_a_cycle_is_a_problem(tenant):
 
     with tenant_scope(tenant):
         agent_create(tenant=tenant, name="A")
-        steps = [{"seqNo": 0, "agentName": "A", "requirement": "r", "depends_on": [1]},
-                 {"seqNo": 1, "agentName": "A", "requirement": "r", "depends_on": [0]}]  # fmt: skip
+        steps = [{"seqNo": 1, "agentName": "A", "requirement": "r", "depends_on": [2]},
+                 {"seqNo": 2, "agentName": "A", "requirement": "r", "depends_on": [1]}]  # fmt: skip
         assert plan_problems(tenant=tenant, steps=steps) == ["The steps' dependencies form a cycle."]
 
 

@@ -4,22 +4,27 @@ published planner that plans them (economics -> sensitivity -> report)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from agents.services import agent_ensure
+from django.db import transaction
+
+from agents.models import Agent, Workflow
+from agents.services import agent_create, agent_ensure, agent_update
+from agents.workflows.schema import parse_workflow
+from agents.workflows.services import workflow_save
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
 DEMO_TENANT_SLUG = "energy"
 
 # Each prompt starts with a "你是…助手" line that the offline demo model's rules (llm/scripts/demo.yaml) look for.
-ECONOMICS_PROMPT = """你是光伏经济性测算助手。
-你用工具 pv_economics 测算光伏项目的经济性（发电量、收益、投资、回收期、IRR、NPV）。
-规则：
-1，项目地点和项目类型（工商业或户用）是必填的：上下文里用户没有提供，就用 ask_user 问用户，不要自己假设。
-2，装机容量可选，用户没说就用默认值（工商业 100 kW，户用 10 kW）。
-3，工具返回后，用一两句话总结关键结果（回收期、IRR、NPV）。
-You are the PV economics assistant; answer in the user's language."""
+# The economics agent is a workflow agent (no model call): its prompt only says what it is.
+ECONOMICS_PROMPT = """你是光伏经济性测算助手（工作流智能体）。
+它按工作流 workflows/pv_economics.yaml 运行：缺少项目地点或类型（工商业/户用）时先问用户，再用 pv_economics 计算。
+The PV economics workflow agent: asks for the location and the project type when missing, then computes."""
+
+ECONOMICS_WORKFLOW = Path(__file__).resolve().parent / "workflows" / "pv_economics.yaml"
 
 SENSITIVITY_PROMPT = """你是敏感性分析助手。
 你用工具 pv_sensitivity 分析电价、单位造价和满发小时数变化 ±10%、±20% 对 IRR、NPV 和回收期的影响，
@@ -55,8 +60,9 @@ DEMO_AGENTS: list[dict[str, Any]] = [
             "type (commercial/residential); asks the user when either is missing."
         ),
         "system_prompt": ECONOMICS_PROMPT,
-        "kind": "react",
-        "tools": ["pv_economics", "ask_user"],
+        "kind": "workflow",
+        "tools": [],
+        "workflow": ECONOMICS_WORKFLOW,
     },
     {
         "name": "敏感性分析 / Sensitivity analysis",
@@ -82,12 +88,31 @@ DEMO_AGENTS: list[dict[str, Any]] = [
 ]
 
 
+def _ensure(tenant: Tenant, spec: dict[str, Any]) -> Agent:
+    """agent_ensure, and for a workflow agent its workflow document bound to it first, so that the version
+    published freezes the document (re-running changes nothing when agent and document are as specified)."""
+    document = spec.get("workflow")
+    spec = {key: value for key, value in spec.items() if key != "workflow"}
+    if document is not None:
+        text = document.read_text(encoding="utf-8")
+        fields = {key: value for key, value in spec.items() if key != "name"}
+        agent = Agent.objects.filter(tenant=tenant, name=spec["name"]).first()
+        agent = agent_update(agent=agent, **fields) if agent else agent_create(tenant=tenant, **spec)
+        workflow = Workflow.objects.filter(agent=agent).first()
+        if workflow is None:
+            workflow = Workflow.objects.filter(name=parse_workflow(text).name).first()
+        if workflow is None or workflow.yaml != text or workflow.agent_id != agent.pk:
+            workflow_save(tenant=tenant, yaml_text=text, workflow=workflow, agent=agent)
+    return agent_ensure(tenant=tenant, spec=spec)[0]
+
+
 def seed_energy_demo(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
-    """The energy demo tenant gets the three PV agents and their planner, published (idempotent)."""
+    """The energy demo tenant gets the three PV agents and their planner, published (idempotent; an existing demo
+    tenant's agents are brought back to the spec, e.g. the economics agent becomes the workflow agent)."""
     for tenant in tenants:
         if tenant.slug != DEMO_TENANT_SLUG:
             continue
-        with tenant_scope(tenant):
-            agents = [agent_ensure(tenant=tenant, spec=spec)[0] for spec in [*DEMO_AGENTS, PLANNER_AGENT]]
+        with tenant_scope(tenant), transaction.atomic():
+            agents = [_ensure(tenant, spec) for spec in [*DEMO_AGENTS, PLANNER_AGENT]]
             names = ", ".join(f"{agent.name} (v{agent.published_version().number})" for agent in agents)
         write(f"Energy / 能源 @ {tenant.name}: {names}")
