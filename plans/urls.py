@@ -6,4 +6,5 @@ app_name = "plans"
 
 urlpatterns = [
     path("records/<uuid:record_id>/", views.record_detail, name="record"),
+    path("<uuid:plan_id>/log/", views.plan_log, name="log"),
 ]

@@ -1,16 +1,17 @@
-"""Plan views: a stored step record (a report file) for a member of its tenant."""
+"""Plan views: a stored step record (a report file) for a member of its tenant; a plan's log for its admins."""
 
 from __future__ import annotations
 
 import uuid
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from chat.markdown import render_markdown
-from plans.selectors import record_for_tenant
+from plans.selectors import plan_for_tenant, plan_log_entries, record_for_tenant
 
 
 @login_required
@@ -31,3 +32,22 @@ def record_detail(request: HttpRequest, record_id: uuid.UUID) -> HttpResponse:
     return render(
         request, "plans/record.html", {"record": record, "title": title, "body": render_markdown(record.content)}
     )
+
+
+@login_required
+@require_GET
+def plan_log(request: HttpRequest, plan_id: uuid.UUID) -> HttpResponse:
+    """The plan's log (O1) for owners and admins of its tenant; ?step=N shows one step's rows."""
+    tenant = getattr(request, "tenant", None)
+    if tenant is None:
+        raise Http404("No active tenant.")
+    membership = getattr(request, "membership", None)
+    if membership is None or not membership.can_administer:
+        raise PermissionDenied("Only the tenant's owners and admins read plan logs.")
+    plan = plan_for_tenant(tenant=tenant, plan_id=plan_id)
+    if plan is None:
+        raise Http404("No such plan.")
+    raw = request.GET.get("step", "")
+    step = int(raw) if raw.lstrip("-").isdigit() else None
+    entries = plan_log_entries(plan=plan, step=step)
+    return render(request, "plans/log.html", {"plan": plan, "entries": entries, "step": step})

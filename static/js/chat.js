@@ -115,6 +115,30 @@
   var planPanel = document.getElementById("chat-plan");
   var planSteps = document.getElementById("chat-plan-steps");
   var planLabels = planPanel ? planPanel.dataset : {};
+  // Owners and admins get a log link on the plan and on each step (the panel carries the URL pattern); members do
+  // not, and the log page refuses them anyway.
+  var logTemplate = (planPanel && planPanel.dataset.logTemplate) || "";
+  var NO_PLAN = "00000000-0000-0000-0000-000000000000";
+
+  function logUrl(index) {
+    var planId = planPanel ? planPanel.dataset.planId : "";
+    if (!logTemplate || !planId) return "";
+    var url = logTemplate.replace(NO_PLAN, encodeURIComponent(planId));
+    return index === undefined ? url : url + "?step=" + encodeURIComponent(String(index));
+  }
+
+  function refreshLogLinks() {
+    if (!logTemplate || !planPanel) return;
+    var planLink = planPanel.querySelector(".chat-plan-log");
+    if (planLink) {
+      planLink.hidden = !logUrl();
+      if (logUrl()) planLink.href = logUrl();
+    }
+    Object.keys(steps).forEach(function (key) {
+      var link = steps[key].item.querySelector(".chat-step-log");
+      if (link && logUrl(key)) link.href = logUrl(key);
+    });
+  }
 
   function statusLabel(status) {
     return (labels.stepStatus && labels.stepStatus[status]) || status || "";
@@ -158,6 +182,13 @@
     head.appendChild(el("span", "chat-step-title", format(planLabels.labelStep || labels.step, { index: index })));
     head.appendChild(el("span", "chat-step-agent", ""));
     head.appendChild(el("span", "chat-step-status badge", statusLabel("not_started")));
+    if (logTemplate) {
+      var log = el("a", "chat-step-log", planLabels.labelLog || "Log");
+      log.target = "_blank";
+      log.rel = "noopener";
+      if (logUrl(index)) log.href = logUrl(index);
+      head.appendChild(log);
+    }
     card.appendChild(head);
     card.appendChild(el("p", "chat-step-requirement", ""));
     var after = el("p", "chat-step-after", "");
@@ -270,6 +301,7 @@
       }
       if (planId) planPanel.dataset.planId = planId;
       if (plan.status) planPanel.dataset.status = String(plan.status);
+      refreshLogLinks();
     }
     (plan.steps || []).forEach(function (step) {
       var index = Number(step && step.seqNo);
@@ -286,6 +318,7 @@
       if (step.result !== undefined && step.result !== null) renderResult(card, step.result);
       else showQuestion(card, "");
     });
+    refreshLogLinks();
   }
 
   function targetFor(frame) {

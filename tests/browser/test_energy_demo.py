@@ -29,6 +29,7 @@ def test_the_energy_planner_makes_the_pv_report_in_the_chat_page(asgi_live_serve
     assert cards.count() == 3
     assert cards.nth(0).get_attribute("data-status") == "interrupted"
     assert "请问项目地点在哪里" in cards.nth(0).locator(".chat-step-question").inner_text()
+    assert page.locator(".chat-step-log, .chat-plan-log").count() == 0  # a member: no plan log links
 
     assert "光伏经济测算报告已完成" in say(page, "地点是杭州余杭区，进行工商业光伏测算", timeout=60_000)
     page.wait_for_function(

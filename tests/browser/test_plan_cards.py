@@ -15,7 +15,7 @@ from tests.browser.test_chat import demo  # noqa: F401 - the fixture
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PLAN = {
-    "planId": "p-1",
+    "planId": "5f0c2a8e-1d2b-4c3a-9e4f-0a1b2c3d4e5f",
     "userQuery": "Size my PV system",
     "status": "in_progress",
     "steps": [
@@ -65,6 +65,10 @@ def test_plan_frames_build_and_fill_the_step_cards(asgi_live_server, demo, page_
     cards.nth(1).wait_for()
     assert cards.nth(0).locator(".chat-step-agent").inner_text() == "kb"
     assert "after step 1" in cards.nth(1).locator(".chat-step-after").inner_text()
+    # An admin of the tenant gets the plan's log link and one per step, built for the plan the frame named.
+    log = f"/plans/{PLAN['planId']}/log/"
+    assert page.locator(".chat-plan-log").get_attribute("href") == log
+    assert cards.nth(1).locator("a.chat-step-log").get_attribute("href") == log + "?step=2"
 
     emit({"type": "delta", "index": 2, "content": "<b>yield</b> "})
     emit({"type": "delta", "index": 1, "content": "tariff text"})
