@@ -84,6 +84,22 @@ async def test_a_valid_plan_runs_in_dependency_order(tenant, setup, scripted_llm
     writer = next(b for b in bodies if "AGENT Writer" in _system(b))
     assert '"found it"' in writer["messages"][-1]["content"]
     assert reply.content == "All done."
+    # Index 0 is the plan's own: its plan frames and the final reply; a step's frames carry its seqNo (>= 1).
+    assert {f["type"] for f in sink.frames if f["index"] == 0} == {"plan", "delta", "done"}
+    last_step = max(f["seq"] for f in sink.of("step"))
+    assert all(f["seq"] > last_step for f in sink.frames if f["index"] == 0 and f["type"] != "plan")
+    assert {f["index"] for f in sink.frames if f["type"] in ("delta", "step") and f["seq"] < last_step} == {1, 2}
+
+
+def test_steps_are_numbered_from_1(tenant):
+    from plans.services import plan_problems
+
+    with tenant_scope(tenant):
+        agent_create(tenant=tenant, name="A")
+        steps = [{"seqNo": 0, "agentName": "A", "requirement": "r"}, {"seqNo": 1, "agentName": "A", "requirement": "r"}]
+        assert plan_problems(tenant=tenant, steps=steps) == [
+            "Step 0: number the steps from 1 (index 0 is the plan's own reply in the stream)."
+        ]
 
 
 async def test_an_invalid_plan_goes_back_and_then_fails_clearly(tenant, setup, scripted_llm):
