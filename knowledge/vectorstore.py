@@ -167,17 +167,20 @@ class PgvectorBackend(VectorBackend):
             AsVector(Value(vector_literal(vector)), dimension=dimension),
         )
 
-    def search(
-        self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, k: int
-    ) -> list[tuple[int, float]]:
-        if k <= 0:
-            return []
-        queryset = (
+    def _queryset(self, knowledge_base: KnowledgeBase, model: str, vector: np.ndarray, k: int):
+        return (
             Chunk.objects.filter(knowledge_base_id=knowledge_base.pk, embedding_model=model, embedding_dim=len(vector))
             .annotate(distance=self._distance(vector))
             .order_by("distance")
             .values_list("id", "distance")[:k]
         )
+
+    def search(
+        self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, k: int
+    ) -> list[tuple[int, float]]:
+        if k <= 0:
+            return []
+        queryset = self._queryset(knowledge_base, model, vector, k)
         alias = router.db_for_read(Chunk)
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
             # SET LOCAL: only this transaction. relaxed_order lets the index scan continue until k rows pass the

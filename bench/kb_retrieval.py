@@ -1,0 +1,404 @@
+"""Knowledge-base retrieval: quality (keyword, vector, hybrid), ingestion speed and query latency.
+
+    .venv/bin/python bench/kb_retrieval.py --database sqlite                 # exact in-process vector search
+    scripts/pgvector-server start
+    .venv/bin/python bench/kb_retrieval.py --database pgvector --scale 100000   # pgvector HNSW, + 100k chunks
+
+Data (read in place, never copied): ../shared/data/kb/en_dbpedia (BEIR DBPedia-Entity subset: 5,000 entities,
+50 test queries, graded qrels) and ../shared/data/kb/zh_cmrc2018 (CMRC 2018: 1,104 passages, dev questions;
+the trial split is the tuning split). Each corpus entry ("title" + text) becomes one document, ingested by the
+real pipeline (knowledge.ingest.document_ingest: parse, chunk to 200 tokens, embed, write, index). Rankings are
+per document (a document ranks where its best chunk does); nDCG@10 (linear gain, as trec_eval and BEIR),
+recall@10 and MRR@10 (first relevant document).
+
+Embeddings of the corpora are kept in an on-disk cache (--cache, outside the repository), so a second run does
+not spend ten minutes embedding; ingestion speed is measured separately, with the real embedder and no cache,
+on a document cut into ~200-token chunks. --scale N adds a knowledge base of N chunks made from the en_dbpedia
+chunks: each vector replicated with Gaussian noise (cosine ~0.9 to its source) and re-normalised, the terms and
+text copied, so the index sees a realistic, clustered distribution; queries are the en_dbpedia queries.
+Goals (issue 6): hybrid >= the better single method on both sets; en_dbpedia nDCG@10 >= 0.50; cmrc2018 nDCG@10
+>= 0.97; ingestion >= 60 chunks/s of ~200 tokens on 2 cores; query p95 < 50 ms with 100,000 chunks on pgvector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA_DIR, setup_django
+
+KB_DIR = DATA_DIR / "kb"
+PGVECTOR_URL = "postgres://postgres@127.0.0.1:5433/kb_bench"
+SETS = {
+    "en_dbpedia": {"qrels": "test", "goal": 0.50},
+    "zh_cmrc2018": {"qrels": "dev", "goal": 0.97},
+}
+
+
+# --- data --------------------------------------------------------------------------------------------------------
+
+
+def load_set(name: str, split: str) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
+    """(documents: id -> text, queries: id -> text, qrels: query id -> {document id: grade}) of a split."""
+    folder = KB_DIR / name
+    documents = {}
+    with open(folder / "corpus.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            title = row.get("title") or ""
+            documents[row["_id"]] = f"{title}\n{row['text']}" if title else row["text"]
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    with open(folder / "qrels" / f"{split}.tsv", encoding="utf-8") as handle:
+        next(handle)
+        for line in handle:
+            query_id, doc_id, grade = line.rstrip("\n").split("\t")
+            qrels[query_id][doc_id] = int(grade)
+    queries = {}
+    with open(folder / "queries.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if row["_id"] in qrels:
+                queries[row["_id"]] = row["text"]
+    return documents, queries, dict(qrels)
+
+
+# --- metrics -----------------------------------------------------------------------------------------------------
+
+
+def ndcg_at(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
+    dcg = sum(grades.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:k]))
+    ideal = sorted((g for g in grades.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
+    relevant = {doc for doc, g in grades.items() if g > 0}
+    return len(relevant & set(ranked[:k])) / len(relevant) if relevant else 0.0
+
+
+def mrr_at(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
+    for i, doc in enumerate(ranked[:k]):
+        if grades.get(doc, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def percentile(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
+
+
+# --- the embedding cache -----------------------------------------------------------------------------------------
+
+
+class CachedEmbedder:
+    """The local model with an on-disk cache of vectors by text (for the corpora only, never for timing)."""
+
+    def __init__(self, inner, path: Path) -> None:
+        self.inner = inner
+        self.kind, self.model, self.dimension, self.english_only = (
+            inner.kind,
+            inner.model,
+            inner.dimension,
+            inner.english_only,
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path))
+        self.db.execute("CREATE TABLE IF NOT EXISTS v (k TEXT PRIMARY KEY, v BLOB)")
+        self.computed = 0
+
+    def signature(self) -> str:
+        return self.inner.signature()
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model}\0{text}".encode()).hexdigest()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        keys = [self._key(t) for t in texts]
+        found = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self.db.execute(f"SELECT k, v FROM v WHERE k IN ({marks})", part).fetchall())  # noqa: S608 (placeholders only)
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        if missing:
+            vectors = self.inner.embed([texts[i] for i in missing])
+            self.db.executemany(
+                "INSERT OR REPLACE INTO v VALUES (?, ?)",
+                [(keys[i], vectors[j].astype(np.float32).tobytes()) for j, i in enumerate(missing)],
+            )
+            self.db.commit()
+            self.computed += len(missing)
+            for j, i in enumerate(missing):
+                found[keys[i]] = vectors[j].astype(np.float32).tobytes()
+        return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys])
+
+
+# --- set-up --------------------------------------------------------------------------------------------------------
+
+
+def prepare_database(kind: str) -> str:
+    if kind == "sqlite":
+        url = f"sqlite:///{tempfile.mkdtemp(prefix='kb-bench-')}/bench.sqlite3"
+    else:
+        url = PGVECTOR_URL if kind == "pgvector" else kind
+        import psycopg
+
+        base, name = url.rsplit("/", 1)
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="kb-bench-media-"))
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
+    return url
+
+
+def make_document(knowledge_base, name: str, text: str):
+    from django.core.files.base import ContentFile
+
+    from knowledge.models import Document
+
+    data = text.encode("utf-8")
+    document = Document(knowledge_base=knowledge_base, name=name, file_type="txt", size=len(data))
+    document.file.save(f"{hashlib.sha256(name.encode()).hexdigest()[:16]}.txt", ContentFile(data), save=False)
+    document.save()
+    return document
+
+
+def ingest_corpus(tenant, name: str, documents: dict[str, str]):
+    from knowledge.ingest import ingest_in_scope
+    from knowledge.models import Document, KnowledgeBase
+
+    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=name)
+    started = time.perf_counter()
+    ids = [make_document(knowledge_base, doc_id, text).pk for doc_id, text in documents.items()]
+    outcomes = defaultdict(int)
+    for document_id in ids:
+        outcomes[ingest_in_scope(document_id=document_id)] += 1
+    knowledge_base.refresh_from_db()
+    chunks = knowledge_base.chunks.count()
+    failed = list(
+        Document.objects.filter(knowledge_base=knowledge_base, status="failed").values_list("name", "error")[:3]
+    )
+    print(
+        f"  {name}: {len(ids)} documents -> {chunks} chunks in {time.perf_counter() - started:.1f} s "
+        f"(cached embeddings) {dict(outcomes)}{' failed e.g. ' + repr(failed) if failed else ''}"
+    )
+    return knowledge_base
+
+
+# --- measurements ------------------------------------------------------------------------------------------------
+
+
+def measure_ingestion(tenant, texts: list[str], chunks_wanted: int) -> None:
+    """Chunks per second through the real ingestion (no cache), on one document cut into ~200-token chunks."""
+    from knowledge import embedders
+    from knowledge.ingest import ingest_in_scope
+    from knowledge.models import KnowledgeBase
+    from llm.tokens import count_text
+
+    body, tokens = [], 0
+    for text in texts:
+        body.append(text.replace("\n", " "))
+        tokens += count_text(text)
+        if tokens > chunks_wanted * 175:  # the chunker's 30-token overlap: ~170 new tokens a chunk
+            break
+    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name="ingestion speed")
+    document = make_document(knowledge_base, "speed.txt", "\n".join(body))
+    embedder = embedders.local_embedder()
+    embedder.embed(["warm up the session"])
+    started = time.perf_counter()
+    outcome = ingest_in_scope(document_id=document.pk)
+    elapsed = time.perf_counter() - started
+    chunks = list(knowledge_base.chunks.values_list("text", "token_count"))
+    rate = len(chunks) / elapsed
+    print(
+        f"ingestion (real pipeline, local embedder, {os.cpu_count()} CPUs): {outcome}, {len(chunks)} chunks of "
+        f"{statistics.mean(t for _, t in chunks):.0f} tokens (cl100k) in {elapsed:.1f} s = {rate:.1f} chunks/s "
+        f"(goal >= 60: {rate / 60:.2f}x)"
+    )
+    texts_only = [text for text, _ in chunks]
+    started = time.perf_counter()
+    embedder.embed(texts_only)
+    embed_rate = len(texts_only) / (time.perf_counter() - started)
+    wordpieces = [len(e.ids) for e in embedder._tokenizer.encode_batch(texts_only)]
+    print(f"  embedding alone: {embed_rate:.1f} chunks/s ({statistics.mean(wordpieces):.0f} word pieces a chunk)")
+
+
+def evaluate(knowledge_base, queries, qrels, modes, top_chunks: int = 30) -> dict[str, dict[str, float]]:
+    from knowledge.retrieval import search
+
+    results = {}
+    for label, mode, fusion in modes:
+        ndcg, recall, mrr, times = [], [], [], []
+        for query_id, text in queries.items():
+            started = time.perf_counter()
+            hits = search(knowledge_base, text, top_k=top_chunks, mode=mode, fusion=fusion)
+            times.append((time.perf_counter() - started) * 1000)
+            ranked = list(dict.fromkeys(hit.document_name for hit in hits))
+            grades = qrels[query_id]
+            ndcg.append(ndcg_at(ranked, grades))
+            recall.append(recall_at(ranked, grades))
+            mrr.append(mrr_at(ranked, grades))
+        results[label] = {
+            "ndcg": statistics.mean(ndcg),
+            "recall": statistics.mean(recall),
+            "mrr": statistics.mean(mrr),
+            "p50": percentile(times, 50),
+            "p95": percentile(times, 95),
+        }
+    return results
+
+
+def print_results(name: str, results: dict[str, dict[str, float]], goal: float, queries: int) -> None:
+    print(f"  {name} ({queries} queries)      nDCG@10  recall@10  MRR@10   p50 ms   p95 ms")
+    for label, r in results.items():
+        print(
+            f"    {label:22s} {r['ndcg']:7.3f}  {r['recall']:9.3f}  {r['mrr']:6.3f}  {r['p50']:7.1f}  {r['p95']:7.1f}"
+        )
+    singles = max(results.get("keyword", {}).get("ndcg", 0), results.get("vector", {}).get("ndcg", 0))
+    hybrid = results.get("hybrid", {}).get("ndcg")
+    if hybrid is not None:
+        print(
+            f"    hybrid / better single: {hybrid / singles:.3f} (goal >= 1); hybrid / goal {goal}: "
+            f"{hybrid / goal:.3f} (goal >= 1)"
+        )
+
+
+def scale_test(tenant, source, size: int, queries: dict[str, str], seed: int = 7) -> None:
+    """A knowledge base of `size` chunks made from `source`'s chunks (vectors replicated with noise)."""
+    from django.db import connection
+
+    from knowledge import vectorstore
+    from knowledge.models import Chunk, Document, KnowledgeBase
+    from knowledge.retrieval import search
+
+    rows = list(source.chunks.values_list("text", "terms", "embedding", "embedding_model", "embedding_dim"))
+    base = np.asarray([r[2] for r in rows], dtype=np.float32)
+    rng = np.random.default_rng(seed)
+    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"scale {size}")
+    document = make_document(knowledge_base, "scale.txt", "replicated chunks")
+    started = time.perf_counter()
+    noise = 0.5 / math.sqrt(base.shape[1])  # |noise| ~ 0.5 against unit vectors: cosine ~0.9 to the source
+    batch = []
+    for i in range(size):
+        j = i % len(rows)
+        vector = base[j] + rng.normal(0, noise, base.shape[1]).astype(np.float32)
+        vector /= np.linalg.norm(vector)
+        text, terms, _, model, dim = rows[j]
+        batch.append(
+            Chunk(
+                tenant=tenant,
+                knowledge_base=knowledge_base,
+                document=document,
+                position=i,
+                text=text,
+                terms=terms,
+                embedding=vector.tolist(),
+                embedding_model=model,
+                embedding_dim=dim,
+            )
+        )
+        if len(batch) == 2000:
+            Chunk.objects.bulk_create(batch)
+            batch = []
+    if batch:
+        Chunk.objects.bulk_create(batch)
+    KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(revision=1)
+    Document.objects.filter(pk=document.pk).update(chunk_count=size)
+    knowledge_base.refresh_from_db()
+    print(f"  {size} chunks written in {time.perf_counter() - started:.0f} s", flush=True)
+    started = time.perf_counter()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET maintenance_work_mem = '512MB'")
+            cursor.execute("ANALYZE knowledge_chunk")
+    vectorstore.ensure_index(rows[0][4])
+    print(f"  index ({vectorstore.backend_name()}) ready in {time.perf_counter() - started:.0f} s", flush=True)
+    texts = list(queries.values())
+    for mode in ("vector", "keyword", "hybrid"):
+        search(knowledge_base, texts[0], mode=mode, top_k=10)  # builds the in-process structures once
+        times = []
+        for _ in range(3):
+            for text in texts:
+                started = time.perf_counter()
+                search(knowledge_base, text, mode=mode, top_k=10)
+                times.append((time.perf_counter() - started) * 1000)
+        p95 = percentile(times, 95)
+        print(
+            f"  {size} chunks, {mode:7s}: p50 {percentile(times, 50):6.1f} ms  p95 {p95:6.1f} ms  "
+            f"(goal p95 < 50 ms: {50 / p95:.2f}x)"
+        )
+    if connection.vendor == "postgresql":
+        from knowledge.embedders import local_embedder
+
+        vector = local_embedder().embed([texts[0]])[0]
+        queryset = vectorstore.PgvectorBackend()._queryset(knowledge_base, local_embedder().model, vector, 10)
+        print("  plan: " + " | ".join(line.strip() for line in queryset.explain().splitlines()[:4]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", default="sqlite", help="sqlite, pgvector (127.0.0.1:5433/kb_bench) or a URL")
+    parser.add_argument("--sets", default="en_dbpedia,zh_cmrc2018")
+    parser.add_argument("--split", default="", help="qrels split (default: test / dev; cmrc2018 also has trial)")
+    parser.add_argument("--max-queries", type=int, default=0)
+    parser.add_argument("--fusions", default="zscore", help="fusions to compare for hybrid, e.g. zscore,rrf,rrf_plain")
+    parser.add_argument("--cache", default=str(Path.home() / ".cache" / "agentplat-kb-bench" / "vectors.sqlite3"))
+    parser.add_argument("--ingest-chunks", type=int, default=120, help="chunks in the ingestion-speed document")
+    parser.add_argument("--scale", type=int, default=0, help="also time queries over this many chunks")
+    args = parser.parse_args()
+
+    url = prepare_database(args.database)
+    setup_django("kb-bench-")
+    from django.db import connection
+
+    from knowledge import embedders, vectorstore
+    from tenants.models import Tenant
+    from tenants.scope import tenant_scope
+
+    print(f"database: {connection.vendor} ({url.split('@')[-1]}), vector backend: {vectorstore.backend_name()}")
+    tenant = Tenant.objects.create(name="kb bench", slug="kb-bench")
+    with tenant_scope(tenant):
+        if args.ingest_chunks:
+            texts = list(load_set("en_dbpedia", "test")[0].values())
+            measure_ingestion(tenant, texts, args.ingest_chunks)
+        real = embedders.local_embedder()
+        embedders._local = CachedEmbedder(real, Path(args.cache))
+        built = {}
+        for name in args.sets.split(","):
+            split = args.split or SETS[name]["qrels"]
+            documents, queries, qrels = load_set(name, split)
+            if args.max_queries:
+                queries = dict(list(queries.items())[: args.max_queries])
+            knowledge_base = ingest_corpus(tenant, name, documents)
+            built[name] = (knowledge_base, queries)
+            modes = [("keyword", "keyword", "zscore"), ("vector", "vector", "zscore")]
+            fusions = args.fusions.split(",")
+            modes += [("hybrid" if i == 0 else f"hybrid {f}", "hybrid", f) for i, f in enumerate(fusions)]
+            results = evaluate(knowledge_base, queries, qrels, modes)
+            print_results(f"{name} [{split}], fusion {fusions[0]}", results, SETS[name]["goal"], len(queries))
+        print(f"  embeddings computed this run (not cached yet): {embedders._local.computed}")
+        embedders._local = real
+        if args.scale and "en_dbpedia" in built:
+            knowledge_base, queries = built["en_dbpedia"]
+            scale_test(tenant, knowledge_base, args.scale, queries)
+
+
+if __name__ == "__main__":
+    main()
