@@ -125,7 +125,7 @@ class CachedEmbedder:
         return self.inner.signature()
 
     def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{self.model}\0{text}".encode()).hexdigest()
+        return hashlib.sha1(f"{self.model}\0{text}".encode(), usedforsecurity=False).hexdigest()
 
     def embed(self, texts: list[str]) -> np.ndarray:
         keys = [self._key(t) for t in texts]
