@@ -233,6 +233,9 @@ def index_name(dimension: int) -> str:
     return f"knowledge_chunk_hnsw_{int(dimension)}"
 
 
+_indexed: set[tuple[str, str, int]] = set()
+
+
 def ensure_index(dimension: int) -> None:
     """Create, if missing, the partial HNSW cosine index for vectors of `dimension` (no-op without pgvector).
     Ingestion calls it after writing chunks of that dimension."""
@@ -240,16 +243,30 @@ def ensure_index(dimension: int) -> None:
     if dimension <= 0 or not uses_pgvector():
         return
     alias = router.db_for_write(Chunk)
-    table = connections[alias].ops.quote_name(Chunk._meta.db_table)
-    with connections[alias].cursor() as cursor:
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {index_name(dimension)} ON {table} "
-            f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "
-            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-            f"WHERE embedding_dim = {dimension}"
-        )
+    connection = connections[alias]
+    key = (alias, str(connection.settings_dict.get("NAME")), dimension)
+    if key in _indexed:
+        return
+    table = connection.ops.quote_name(Chunk._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_class WHERE relname = %s AND relkind = 'i'", [index_name(dimension)])
+        if cursor.fetchone() is None:
+            if connection.in_atomic_block:
+                # Rows written earlier in this transaction leave deferred foreign-key checks pending, and
+                # PostgreSQL refuses CREATE INDEX until they have run: run them now.
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute(
+                f"CREATE INDEX IF NOT EXISTS {index_name(dimension)} ON {table} "
+                f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "
+                f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
+                f"WHERE embedding_dim = {dimension}"
+            )
+            if connection.in_atomic_block:
+                return  # not known to exist until the transaction commits
+    _indexed.add(key)
 
 
 def clear_caches() -> None:
-    """Drop the in-process matrices (tests; memory)."""
+    """Drop the in-process matrices and what is known about indexes (tests; memory)."""
     _exact.clear()
+    _indexed.clear()
