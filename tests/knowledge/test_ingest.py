@@ -272,3 +272,21 @@ def test_demo_knowledge_is_seeded_once(tenant, other_tenant):
         pv = KnowledgeBase.objects.get(name="pv_basics")
         assert pv.documents.get().status == DocumentStatus.READY
         assert "inverter" in search(pv, "inverter", mode="keyword", top_k=1)[0].text.lower()
+
+
+@pytest.mark.pgvector
+def test_on_pgvector_ingestion_stores_vectors_and_creates_the_hnsw_index(pgvector_db, kb, ingest):
+    from knowledge.vectorstore import backend_name, clear_caches, index_name
+
+    clear_caches()  # an index created in an earlier test was rolled back with it
+    document = _add(kb, ingest, "notes.txt", SOLAR_TEXT.encode())
+    assert document.status == DocumentStatus.READY and backend_name() == "pgvector"
+    with pgvector_db.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [index_name(384)])
+        (definition,) = cursor.fetchone()
+        cursor.execute("SELECT vector_dims(embedding) FROM knowledge_chunk WHERE document_id = %s", [document.pk])
+        dims = {row[0] for row in cursor.fetchall()}
+    assert "hnsw" in definition and "vector_cosine_ops" in definition and dims == {384}
+    with tenant_scope(kb.tenant):
+        hits = search(kb, "inverter alternating current", mode="vector", top_k=1)
+    assert hits[0].document_name == "notes.txt"
