@@ -270,14 +270,12 @@ async def execute(*, plan_id: int, sink: Any, index: int = 0) -> tuple[str, str]
 
 
 def _interrupt(plan: Plan) -> None:
-    from celery import current_app
-
-    from plans.tasks import plan_ask_timeout
+    from plans.tasks import ask_timeout_schedule, ask_timeout_seconds
 
     services.plan_set_status(plan=plan, status=PlanStatus.INTERRUPTED)
-    if not current_app.conf.task_always_eager:  # eager (tests, no broker): the countdown could not wait
-        countdown = int(getattr(settings, "PLAN_ASK_TIMEOUT_SECONDS", 600))
-        plan_ask_timeout.apply_async(args=[plan.pk, plan.updated_at.isoformat()], countdown=countdown)
+    mode = ask_timeout_schedule(plan_id=plan.pk, interrupted_at=plan.updated_at.isoformat())
+    services.plan_log(plan=plan, kind=LogKind.STATE, data={"event": "ask_timeout", "where": mode,
+                                                           "seconds": ask_timeout_seconds()})  # fmt: skip
 
 
 def _finalizer_setup(plan_id: int) -> tuple[Plan, Any, str, list[dict[str, Any]]]:

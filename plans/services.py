@@ -9,6 +9,7 @@ from django.utils.translation import gettext as _
 from agents.models import Agent, AgentKind
 from memory.models import Conversation
 from plans.models import LogKind, Plan, PlanLog, PlanStatus, PlanStep, StepStatus
+from plans.tasks import ask_timeout_cancel
 
 
 def agents_available(*, tenant: Any) -> list[dict[str, str]]:
@@ -105,6 +106,7 @@ def plan_resume(*, plan: Plan, user_query: str) -> Plan:
     plan.status = PlanStatus.RUNNING
     plan.save(update_fields=["userQuery", "status", "updated_at"])
     plan.steps.filter(status=StepStatus.INTERRUPTED).update(status=StepStatus.NOT_STARTED)
+    ask_timeout_cancel(plan_id=plan.pk)  # answered (or timed out): an in-process timer has nothing left to do
     plan_log(plan=plan, kind=LogKind.STATE, data={"status": plan.status, "event": "resumed", "userQuery": user_query})
     return plan
 

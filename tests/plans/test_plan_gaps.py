@@ -173,28 +173,63 @@ def _user_texts(conversation):
     return list(Message.objects.filter(conversation=conversation, role="user").values_list("content", flat=True))
 
 
-async def test_in_eager_mode_the_ask_timeout_is_not_scheduled(tenant, setup, scripted_llm):  # noqa: F811
+ASKING_RULES = (
+    {"when": {"has_tool_results": False, "system_prompt": "PLANNER"}, "reply": {"tool_calls": [_parallel_plan(False)]}},
+    {"when": {"system_prompt": "AGENT Finder", "last_message": "not replied"}, "reply": {"text": "no city, default"}},
+    {"when": {"system_prompt": "AGENT Finder", "last_message": "Paris"}, "reply": {"text": "Paris it is"}},
+    {"when": {"system_prompt": "AGENT Finder"}, "reply": {"tool_calls": [call("pl_ask", {})]}},
+    {"when": {}, "reply": {"text": "done"}},
+)
+
+
+async def _wait_for(function, predicate, seconds):
+    """Poll `function` (sync, run in a thread) until `predicate(result)` or the time is up; the last result."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        result = await database_sync_to_async(function)()
+        if predicate(result) or loop.time() > deadline:
+            return result
+        await asyncio.sleep(0.1)
+
+
+async def test_in_eager_mode_the_ask_timeout_runs_on_a_timer_of_the_process(tenant, setup, scripted_llm, settings):  # noqa: F811
     from celery import current_app
 
     from plans.tasks import NO_REPLY
 
-    scripted_llm.set_rules(
-        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"},
-         "reply": {"tool_calls": [_parallel_plan(False)]}},
-        {"when": {"system_prompt": "AGENT Finder"}, "reply": {"tool_calls": [call("pl_ask", {})]}},
-        {"when": {}, "reply": {"text": "done"}},
-    )  # fmt: skip
+    assert current_app.conf.task_always_eager  # the tests' (and the embedded default's) mode
+    settings.PLAN_ASK_TIMEOUT_SECONDS = 1
+    scripted_llm.set_rules(*ASKING_RULES)
     conversation = await setup()
-    eager = current_app.conf.task_always_eager
-    current_app.conf.task_always_eager = True
-    try:
-        _user, reply, _sink = await user_turn(tenant, conversation, "Do it")
-    finally:
-        current_app.conf.task_always_eager = eager
+    _user, reply, _sink = await user_turn(tenant, conversation, "Do it")
     plan, _steps = await database_sync_to_async(_plan)(tenant)
     assert plan.status == "interrupted" and reply.content == "Which city?"
-    with_scope = database_sync_to_async(lambda: _scoped(tenant, _user_texts, conversation))
-    assert NO_REPLY not in await with_scope()
+    plan, steps = await _wait_for(lambda: _plan(tenant), lambda found: found[0].status in ("completed", "failed"), 15)
+    assert plan.status == "completed" and plan.userQuery == NO_REPLY
+    assert steps[0].result["output"] == "no city, default"
+    texts = await database_sync_to_async(lambda: _scoped(tenant, _user_texts, conversation))()
+    assert texts == ["Do it", NO_REPLY]
+    logs = await database_sync_to_async(_logs)(tenant)
+    assert {"event": "ask_timeout", "where": "process", "seconds": 1.0} in [row["data"] for row in logs]
+
+
+async def test_an_answer_before_the_timeout_cancels_it(tenant, setup, scripted_llm, settings):  # noqa: F811
+    from plans import tasks
+
+    settings.PLAN_ASK_TIMEOUT_SECONDS = 1.5
+    scripted_llm.set_rules(*ASKING_RULES)
+    conversation = await setup()
+    await user_turn(tenant, conversation, "Do it")
+    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.pk in tasks._timers
+    await user_turn(tenant, conversation, "Paris")
+    assert plan.pk not in tasks._timers
+    await asyncio.sleep(2)  # past the countdown: nothing more happens
+    plan, steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "completed" and plan.userQuery == "Paris" and steps[0].result["output"] == "Paris it is"
+    texts = await database_sync_to_async(lambda: _scoped(tenant, _user_texts, conversation))()
+    assert texts == ["Do it", "Paris"]
 
 
 def _scoped(tenant, function, *args):
