@@ -129,17 +129,27 @@ def test_filter_spicy_dishes():
     assert filter_spicy_dishes("辣子鸡，清炒时蔬") == ["辣子鸡"]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_menu_workflow_runs_end_to_end(tenant):
-    result = asyncio.run(run_workflow(parse_workflow(MENU), tenant=tenant, message="我喜欢吃辣，有什么菜品推荐"))
+    from tests.agents.test_knowledge_plugin import _menu_base
+
+    _menu_base(tenant)  # the seed's knowledge base "huangmenji_menu": three 黄焖鸡 dishes, one of them spicy
+
+    async def go():
+        with tenant_scope(tenant):
+            return await run_workflow(parse_workflow(MENU), tenant=tenant, message="我喜欢吃辣，有什么菜品推荐")
+
+    result = asyncio.run(go())
     assert result.status == "completed", result.error
     assert [entry["step"] for entry in result.log] == [s.id for s in parse_workflow(MENU).steps]
     kb = result.log[1]
     assert kb["inputs"] == {"query": "我喜欢吃辣，有什么菜品推荐", "knowledge_base_name": "huangmenji_menu",
                             "field": "embedding"}  # fmt: skip
-    # The knowledge-base plugin is a labelled stand-in until the knowledge-base issue: no results.
-    assert kb["outputs"] == {"dish_recommendations": []} and "stand-in" in str(result.context)
-    assert result.result == [] and all(entry["ms"] >= 0 and entry["error"] == "" for entry in result.log)
+    found = kb["outputs"]["dish_recommendations"]
+    assert found and result.context["knowledge_query"]["knowledge_bases"] == ["huangmenji_menu"]
+    # The custom step keeps the spicy dishes of what the knowledge base returned.
+    assert result.result == filter_spicy_dishes(found) and "辣味黄焖鸡" in str(result.result)
+    assert all(entry["ms"] >= 0 and entry["error"] == "" for entry in result.log)
 
 
 @pytest.mark.django_db
