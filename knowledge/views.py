@@ -319,7 +319,16 @@ def knowledge_base_search(request: HttpRequest, knowledge_base_id: int) -> HttpR
             error = _("Search is not available in this build yet.")
     results = None
     if hits is not None:
-        results = [{"rank": rank, "hit": hit, "scores": _score_parts(hit.scores)} for rank, hit in enumerate(hits, 1)]
+        results = [
+            {
+                "rank": rank,
+                "hit": hit,
+                "scores": _score_parts(hit.scores),
+                # A record's fields are its text already; the rest (page, heading, row, key) says where it is.
+                "where": [(key, value) for key, value in (hit.metadata or {}).items() if key != "record"],
+            }
+            for rank, hit in enumerate(hits, 1)
+        ]
     return render(
         request,
         "knowledge/search.html",

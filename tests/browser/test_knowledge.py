@@ -5,8 +5,10 @@ their source and score."""
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 
 from knowledge.ingest import document_ingest
@@ -16,6 +18,14 @@ from tenants.models import Tenant
 from tenants.scope import tenant_scope
 from tests.browser.pages import PASSWORD, log_in
 from tests.knowledge.factories import MENU, make_pdf
+
+
+def _screenshot(page, name: str) -> None:
+    if os.environ.get("SCREENSHOTS") == "1":
+        screens = Path(settings.BASE_DIR) / "bench" / "screens"
+        screens.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screens / name), full_page=True)
+
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -62,6 +72,7 @@ def test_admin_creates_a_knowledge_base_uploads_files_and_searches(live_server, 
     failed = page.locator("#document-table tr[data-document]", has_text="scan.pdf")
     assert failed.get_attribute("data-status") == "failed"
     assert "not a PDF" in failed.locator("[data-role=error]").inner_text()
+    _screenshot(page, "knowledge-documents.png")
 
     page.click("#search-link")
     page.fill("#id_q", "香菇")
@@ -73,6 +84,7 @@ def test_admin_creates_a_knowledge_base_uploads_files_and_searches(live_server, 
     assert first.locator(".hit-source").inner_text() == "menu.json"
     assert first.locator(".hit-rank").inner_text() == "#1"
     assert re.search(r"score \d+\.\d+", first.locator(".hit-scores").inner_text())
+    _screenshot(page, "knowledge-search.png")
 
 
 def test_the_documents_table_follows_progress_live(live_server, demo, page_for):

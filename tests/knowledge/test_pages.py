@@ -208,6 +208,8 @@ def test_the_search_page_ranks_chunks_with_scores_and_sources(login, member, ten
     assert scores == sorted(scores, reverse=True)
     page = response.content.decode()
     assert 'id="search-results"' in page and "menu.json" in page and "data-retriever=" in page
+    assert results[0]["hit"].position == 2 and "chunk 3" in page  # counted from 1 on the page, as agents cite
+    assert "key: 3" in page and "record:" not in page  # where the chunk is, not its fields again
 
 
 def test_a_bad_search_shows_the_form_errors(login, member, tenant, kb):
