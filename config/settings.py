@@ -214,3 +214,7 @@ HTTP_TOOL_MAX_BYTES = env.int("HTTP_TOOL_MAX_BYTES", default=1_000_000)
 # Knowledge bases: the largest upload, and the local embedder's threads (0: onnxruntime's default).
 KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024)
 KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=0)
+# A document with no progress for this long shows as stalled, with a re-ingest button.
+KNOWLEDGE_STALLED_AFTER_SECONDS = env.int("KNOWLEDGE_STALLED_AFTER_SECONDS", default=600)
+# With eager Celery (no worker), ingest on a background thread of the web process so uploads answer at once.
+KNOWLEDGE_INGEST_IN_THREAD = env.bool("KNOWLEDGE_INGEST_IN_THREAD", default=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -115,13 +117,41 @@ def _checked_upload(name: str, content: bytes) -> str:
     return document_check_upload(name=name, size=len(content))
 
 
+_background: ThreadPoolExecutor | None = None
+
+
+def _ingest_in_background(tenant_id: int, document_id: int) -> None:
+    """The embedded default has no worker: ingest on one background thread of this process, so the upload answers
+    at once and the page shows the progress, as it does with a Celery worker."""
+    global _background
+    if _background is None:
+        _background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowledge-ingest")
+
+    def run() -> None:
+        from django.db import close_old_connections
+
+        from knowledge.tasks import ingest_document
+
+        try:
+            ingest_document(tenant_id, document_id)
+        finally:
+            close_old_connections()
+
+    _background.submit(run)
+
+
 def _queue_ingest(document: Document, queue: bool = True) -> None:
     if not queue:  # the caller ingests it itself (demo data, the benchmark)
         return
+    from celery import current_app
+
     from knowledge.tasks import ingest_document
 
     tenant_id, document_id = document.tenant_id, document.pk
-    transaction.on_commit(lambda: ingest_document.delay(tenant_id, document_id))
+    if current_app.conf.task_always_eager and settings.KNOWLEDGE_INGEST_IN_THREAD:
+        transaction.on_commit(lambda: _ingest_in_background(tenant_id, document_id))
+    else:
+        transaction.on_commit(lambda: ingest_document.delay(tenant_id, document_id))
 
 
 @transaction.atomic

@@ -16,3 +16,5 @@ STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.Static
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
+# Uploads ingest synchronously in tests (eager Celery); tests of the background thread turn it on themselves.
+KNOWLEDGE_INGEST_IN_THREAD = False
