@@ -205,6 +205,7 @@ class Workflow(TenantOwned):
 class WorkflowRunStatus(models.TextChoices):
     RUNNING = "running", _("running")
     COMPLETED = "completed", _("completed")
+    INTERRUPTED = "interrupted", _("waiting for the user")
     FAILED = "failed", _("failed")
 
 

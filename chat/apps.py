@@ -8,7 +8,12 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from chat.turns import run_server_turn
+        from plans.tasks import register_server_turn
         from tenants.navigation import HomeCard, register_card
+
+        # The plan ask timeout's "no reply" runs as a chat turn: streamed to open pages, never beside the user's.
+        register_server_turn(run_server_turn)
 
         register_card(
             HomeCard(

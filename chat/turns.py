@@ -147,3 +147,21 @@ async def wait_turns() -> None:
     pending = [task for task in _tasks if task.get_loop() is loop]
     if pending:
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def run_server_turn(*, conversation: Conversation, content: str) -> bool:
+    """A turn the server starts on the user's behalf (the plan ask timeout's "no reply"): stored, claimed and
+    streamed like a typed message, so an open chat page shows it live and it never runs beside the user's own
+    turn. False when another turn of the conversation is running (the user answered first): nothing is stored."""
+    log = get_frame_log()
+    if await log.running_turn(conversation.pk) is not None:
+        return False
+    message = await database_sync_to_async(message_add)(conversation=conversation, role=Role.USER, content=content)
+    running = await log.claim_turn(conversation.pk, message.pk)
+    if running is not None:
+        await database_sync_to_async(Message.objects.filter(pk=message.pk).delete)()
+        return False
+    sink = ChannelSink(conversation.pk, log)
+    await sink.emit({"type": "user_message", "index": 0, "message_id": message.pk, "content": message.content})
+    await _run(log, conversation, message, sink)
+    return True

@@ -40,6 +40,7 @@ def _labels() -> dict[str, object]:
         "toolStarted": _("Tool %(name)s running…"),
         "toolFinished": _("Tool %(name)s finished"),
         "toolFailed": _("Tool %(name)s failed"),
+        "toolAsked": _("Tool %(name)s asked you a question"),
         "step": _("Step %(index)s"),
         "stepStatus": {
             "not_started": _("not started"),

@@ -211,6 +211,11 @@ AGENT_TOOL_TIMEOUT = env.float("AGENT_TOOL_TIMEOUT", default=30.0)
 HTTP_TOOL_TIMEOUT = env.float("HTTP_TOOL_TIMEOUT", default=10.0)
 HTTP_TOOL_MAX_BYTES = env.int("HTTP_TOOL_MAX_BYTES", default=1_000_000)
 
+# Plans: seconds a step's question to the user waits before the plan resumes with "the user has not replied"
+# (0: it waits forever); in eager mode (no worker) a timer thread of the process enforces it, unless turned off.
+PLAN_ASK_TIMEOUT_SECONDS = env.float("PLAN_ASK_TIMEOUT_SECONDS", default=600)
+PLAN_ASK_TIMEOUT_IN_PROCESS = env.bool("PLAN_ASK_TIMEOUT_IN_PROCESS", default=True)
+
 # Knowledge bases: the largest upload, and the local embedder's threads (0: onnxruntime's default).
 KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024)
 KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=0)

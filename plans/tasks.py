@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 
 from asgiref.sync import async_to_sync
 from celery import current_app, shared_task
@@ -29,6 +30,17 @@ class _Silent:
         return frame
 
 
+# The surface that runs a turn the server starts (chat.turns.run_server_turn, registered by the chat app): it
+# claims the conversation like a typed message would and streams the frames. Without one, the turn runs silently.
+ServerTurn = Callable[..., Awaitable[bool]]
+_server_turn: ServerTurn | None = None
+
+
+def register_server_turn(runner: ServerTurn) -> None:
+    global _server_turn
+    _server_turn = runner
+
+
 @shared_task(name="plans.ask_timeout")
 def plan_ask_timeout(plan_id: int, interrupted_at: str | None = None) -> bool:
     """Resume the plan with NO_REPLY if it is still interrupted (and not interrupted again since)."""
@@ -45,6 +57,8 @@ def plan_ask_timeout(plan_id: int, interrupted_at: str | None = None) -> bool:
         return False
     conversation = plan.conversation
     with tenant_scope(conversation.tenant):
+        if _server_turn is not None:
+            return async_to_sync(_server_turn)(conversation=conversation, content=NO_REPLY)
         message = message_add(conversation=conversation, role="user", content=NO_REPLY)
         async_to_sync(run_planner_turn)(conversation=conversation, user_message=message, sink=_Silent())
     return True

@@ -329,6 +329,7 @@
   function toolLine(frame) {
     var name = frame.name || "";
     if (frame.status === "failed" || frame.status === "error") return format(labels.toolFailed, { name: name });
+    if (frame.status === "interrupted") return format(labels.toolAsked, { name: name });
     if (frame.status === "completed" || frame.status === "finished" || frame.status === "done") {
       return format(labels.toolFinished, { name: name });
     }

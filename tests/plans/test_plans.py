@@ -183,3 +183,36 @@ async def test_step_agents_run_on_the_execution_tier(tenant, setup, scripted_llm
     models = {(_system(body).split()[0], body["model"]) for body in await _bodies(scripted_llm)}
     assert ("AGENT", "exec-model") in models
     assert not any(model == "exec-model" for prompt, model in models if prompt != "AGENT")
+
+
+async def test_the_ask_timeout_streams_its_turn_and_yields_to_a_running_user_turn(tenant, setup, scripted_llm):
+    from chat.streams import get_frame_log
+    from plans.tasks import NO_REPLY, plan_ask_timeout
+
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"}, "reply": {"tool_calls": [PLAN]}},
+        {"when": {"system_prompt": "AGENT Finder"}, "reply": {"text": "found it"}},
+        {"when": {"system_prompt": "AGENT Writer", "last_message": "not replied"}, "reply": {"text": "default"}},
+        {"when": {"system_prompt": "AGENT Writer"}, "reply": {"tool_calls": [call("pl_ask", {})]}},
+        {"when": {}, "reply": {"text": "All done."}},
+    )
+    conversation = await setup()
+    await user_turn(tenant, conversation, "Do it")
+    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    log = get_frame_log()
+
+    # The user's answer is being handled (its turn holds the conversation): the timeout leaves the plan alone.
+    assert await log.claim_turn(conversation.pk, 10**9) is None
+    assert await asyncio.to_thread(plan_ask_timeout, plan.pk) is False
+    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "interrupted"
+    await log.release_turn(conversation.pk, 10**9)
+
+    # Otherwise it runs as a turn of the conversation: its frames reach the frame log an open page reads.
+    assert await asyncio.to_thread(plan_ask_timeout, plan.pk) is True
+    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    assert plan.status == "completed" and plan.userQuery == NO_REPLY
+    frames = await log.after(conversation.pk, 0)
+    echoed = [frame for frame in frames if frame["type"] == "user_message"]
+    assert echoed[-1]["content"] == NO_REPLY
+    assert frames[-1]["type"] == "done" and await log.running_turn(conversation.pk) is None
