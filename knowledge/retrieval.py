@@ -96,6 +96,25 @@ def fuse_zscore(rankings: Sequence[Ranking], depth: int = CANDIDATES) -> dict[in
     return fused
 
 
+def fuse_minmax(rankings: Sequence[Ranking], depth: int = CANDIDATES) -> dict[int, float]:
+    """Weighted convex combination of min-max normalised scores (each retriever's top `depth` mapped to 0..1)."""
+    fused: dict[int, float] = {}
+    candidates = {chunk_id for ranking in rankings for chunk_id in ranking.ids}
+    for ranking in rankings:
+        if ranking.weight <= 0 or not ranking.ids:
+            continue
+        top = ranking.scores[:depth]
+        low = min(top) if len(top) >= depth else min(min(top), ranking.floor)
+        high = max(top)
+        if high - low <= 1e-9:
+            continue
+        own = dict(zip(ranking.ids, ranking.scores, strict=True))
+        for chunk_id in candidates:
+            score = own.get(chunk_id, ranking.extra.get(chunk_id, ranking.floor))
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + ranking.weight * max(0.0, score - low) / (high - low)
+    return fused
+
+
 def fuse_rrf(rankings: Sequence[Ranking], k: int = RRF_K) -> dict[int, float]:
     """Reciprocal rank fusion, weighted: sum of weight / (k + rank)."""
     fused: dict[int, float] = {}
@@ -109,6 +128,7 @@ def fuse_rrf(rankings: Sequence[Ranking], k: int = RRF_K) -> dict[int, float]:
 
 FUSIONS: dict[str, Callable[[Sequence[Ranking]], dict[int, float]]] = {
     "zscore": fuse_zscore,
+    "minmax": fuse_minmax,
     "rrf": fuse_rrf,
     "rrf_plain": lambda rankings: fuse_rrf([Ranking(r.name, 1.0, r.ids, r.scores) for r in rankings]),
 }
