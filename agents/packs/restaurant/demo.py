@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from agents.packs.restaurant.models import MenuItem
 from agents.services import agent_ensure
+from knowledge.models import KnowledgeBase
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
@@ -54,6 +55,20 @@ WAITER = {
 }
 
 
+# Seed 1's 黄焖鸡点餐大师: answers from the menu knowledge base (knowledge/demo.py seeds `huangmenji_menu` first).
+MENU_ADVISOR = {
+    "name": "黄焖鸡点餐大师 / Menu advisor",
+    "description": "根据菜单知识库推荐菜品并注明出处。Recommends dishes from the menu knowledge base, citing it.",
+    "system_prompt": "你是黄焖鸡点餐大师。用知识库工具查菜单，只根据查到的菜品推荐，"
+    "并标注来源，例如 [huangmenji_menu.json #2]。"
+    "You recommend dishes from the menu knowledge base only, citing the source; answer in the user's language.",
+    "kind": "react",
+    "tools": [],
+    "token_overflow_config": {"strategy": "sliding_window", "max_tokens": 8192},
+}
+MENU_KNOWLEDGE_BASE = "huangmenji_menu"
+
+
 def menu_ensure(*, tenant: Tenant) -> int:
     """The demo menu in `tenant`'s table (created or brought back to the demo values); returns the number changed."""
     changed = 0
@@ -88,4 +103,10 @@ def seed_restaurant_demo(tenants: Sequence[Tenant], write: Callable[[str], None]
             agent, _published = agent_ensure(tenant=tenant, spec=WAITER)
             count = MenuItem.objects.filter(tenant=tenant).count()
             version = agent.published_version().number
+            menu_base = KnowledgeBase.objects.filter(name=MENU_KNOWLEDGE_BASE).first()
+            advisor = None
+            if menu_base is not None:
+                advisor, _published = agent_ensure(tenant=tenant, spec={**MENU_ADVISOR, "knowledge_bases": [menu_base]})
         write(f"Restaurant / 餐厅 @ {tenant.name}: {count} menu items, {agent.name} (v{version})")
+        if advisor is not None:
+            write(f"Restaurant / 餐厅 @ {tenant.name}: {advisor.name} answers from {MENU_KNOWLEDGE_BASE}")
