@@ -1,11 +1,12 @@
 """Search over knowledge bases (K4, K5): vector, keyword (BM25) and hybrid. See docs/knowledge-retrieval.md.
 
-Hybrid search fuses the retrievers' candidate lists with weighted z-score fusion: each retriever's scores are
-standardised over its own top candidates (so a retriever whose best chunk stands far above the rest speaks
-loudly, and one whose scores are flat, i.e. that cannot tell the chunks apart, hardly moves the ranking), and
-summed with a weight that says whether the retriever can read the query's language at all (the English-only
-local model gets the query's share of Latin letters). Plain reciprocal rank fusion is kept as `fuse_rrf` for
-comparison (bench/kb_retrieval.py).
+Hybrid search fuses the retrievers' candidate lists by a weighted sum of z-scores (CombSUM over standardised
+scores): each retriever's scores are standardised over its own top candidates, so cosine similarities and BM25
+scores become comparable and a chunk that stands far above a retriever's other candidates counts for more than
+one that is merely ranked first; each retriever's weight says whether it can read the query at all (the
+English-only local model gets the query's share of Latin letters, so a Chinese query is ranked by BM25 alone
+and the model cannot drag it down). Reciprocal rank fusion and min-max fusion are kept for comparison
+(bench/kb_retrieval.py --fusions zscore,rrf,rrf_plain,minmax).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class Ranking:
 
 def fuse_zscore(rankings: Sequence[Ranking], depth: int = CANDIDATES) -> dict[int, float]:
     """Weighted CombSUM of z-scores: each retriever's score minus the mean of its top `depth` candidates, over
-    their standard deviation, times its weight. Scale-free (cosine and BM25 mix) and confidence-aware."""
+    their standard deviation, times its weight. Scale-free, so cosine similarities and BM25 scores mix."""
     fused: dict[int, float] = {}
     candidates = {chunk_id for ranking in rankings for chunk_id in ranking.ids}
     for ranking in rankings:
@@ -178,6 +179,11 @@ def query_vector(embedder: Embedder, query: str) -> np.ndarray:
     if vector is None:
         vector = _query_vectors.put(key, embedder.embed([query])[0])
     return vector
+
+
+def clear_query_vectors() -> None:
+    """Forget the query embeddings (the bench times each query from scratch)."""
+    _query_vectors.clear()
 
 
 def clear_caches() -> None:

@@ -172,3 +172,31 @@ def test_fusion_weight_zero_ignores_a_retriever():
     vector = _ranking("vector", 0.0, {3: 0.9, 2: 0.1, 1: 0.0})
     fused = fuse_zscore([keyword, vector], depth=3)
     assert sorted(fused, key=fused.get, reverse=True) == [1, 2, 3]
+
+
+def test_a_retriever_that_cannot_read_the_query_cannot_drag_the_better_one_down():
+    """The issue's case: BM25 is right, the English-only model reading Chinese is noise. With the language
+    weight the fused ranking is BM25's (never below the better retriever); plain RRF lets the noise in."""
+    from knowledge.embedders import LocalMiniLM
+
+    weight = retrieval.vector_weight(LocalMiniLM(), "长城有多长？")
+    assert weight == 0.0
+    keyword = _ranking("keyword", 1.0, {1: 9.0, 2: 7.0, 3: 2.0, 4: 1.0})
+    noise = _ranking("vector", weight, {4: 0.31, 3: 0.30, 5: 0.29, 2: 0.10, 1: 0.05}, floor=0.05)
+    fused = fuse_zscore([keyword, noise], depth=5)
+    assert sorted(fused, key=fused.get, reverse=True)[:4] == [1, 2, 3, 4]
+    plain = retrieval.FUSIONS["rrf_plain"]([keyword, noise])
+    assert sorted(plain, key=plain.get, reverse=True)[:2] != [1, 2]
+
+
+def test_vector_weight_follows_the_query_language():
+    from types import SimpleNamespace
+
+    from knowledge.embedders import LocalMiniLM
+
+    english_only = LocalMiniLM()
+    assert retrieval.vector_weight(english_only, "Where is the Eiffel Tower?") == 1.0
+    assert retrieval.vector_weight(english_only, "埃菲尔铁塔在哪里") == 0.0
+    assert 0.3 < retrieval.vector_weight(english_only, "Eiffel 铁塔在哪里") < 0.8
+    multilingual = SimpleNamespace(english_only=False)  # e.g. bge-m3 through the provider
+    assert retrieval.vector_weight(multilingual, "埃菲尔铁塔在哪里") == 1.0
