@@ -244,6 +244,9 @@ def _vector_rankings(
     backend = vectorstore.backend()
     out = []
     for embedder, kbs in groups.values():
+        weight = vector_weight(embedder, query)
+        if weight <= 0 and not strict:
+            continue  # hybrid: a model that cannot read the query would only add noise (and its latency)
         try:
             vector = query_vector(embedder, query)
         except EmbedderError:
@@ -259,7 +262,7 @@ def _vector_rankings(
         merged = merged[:depth]
         ranking = Ranking(
             "vector",
-            vector_weight(embedder, query),
+            weight,
             [chunk_id for _, chunk_id in merged],
             [score for score, _ in merged],
             floor=merged[-1][0] if merged else 0.0,
