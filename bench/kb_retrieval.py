@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sqlite3
 import statistics
 import sys
@@ -351,7 +352,8 @@ def scale_test(tenant, source, size: int, queries: dict[str, str], seed: int = 7
 
         vector = local_embedder().embed([texts[0]])[0]
         queryset = vectorstore.PgvectorBackend()._queryset(knowledge_base, local_embedder().model, vector, 10)
-        print("  plan: " + " | ".join(line.strip() for line in queryset.explain().splitlines()[:4]))
+        plan = re.sub(r"'\[[^']*\]'", "'[...]'", queryset.explain())
+        print("  plan: " + " | ".join(line.strip() for line in plan.splitlines()[:4]))
 
 
 def main() -> None:

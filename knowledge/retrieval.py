@@ -227,7 +227,7 @@ def _keyword_ranking(knowledge_bases: Sequence[KnowledgeBase], query: str, depth
 
 
 def _vector_rankings(
-    knowledge_bases: Sequence[KnowledgeBase], query: str, depth: int, *, strict: bool
+    knowledge_bases: Sequence[KnowledgeBase], query: str, depth: int, *, strict: bool, skip_unreadable: bool = True
 ) -> list[tuple[Ranking, Callable]]:
     """One ranking per embedder in use (knowledge bases may use different ones, whose scores do not mix)."""
     groups: dict[tuple, tuple[Embedder, list[KnowledgeBase]]] = {}
@@ -245,7 +245,7 @@ def _vector_rankings(
     out = []
     for embedder, kbs in groups.values():
         weight = vector_weight(embedder, query)
-        if weight <= 0 and not strict:
+        if weight <= 0 and not strict and skip_unreadable:
             continue  # hybrid: a model that cannot read the query would only add noise (and its latency)
         try:
             vector = query_vector(embedder, query)
@@ -344,7 +344,12 @@ def search_many(
     if mode in ("hybrid", "keyword"):
         parts.append(_keyword_ranking(knowledge_bases, query, depth))
     if mode in ("hybrid", "vector"):
-        parts.extend(_vector_rankings(knowledge_bases, query, depth, strict=mode == "vector"))
+        # Plain RRF ignores the weights: it is kept to show what they prevent, so it gets every ranking.
+        parts.extend(
+            _vector_rankings(
+                knowledge_bases, query, depth, strict=mode == "vector", skip_unreadable=fusion != "rrf_plain"
+            )
+        )
     rankings = [ranking for ranking, _ in parts]
     if len(rankings) == 1:
         ranking = rankings[0]
