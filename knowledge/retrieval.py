@@ -339,7 +339,8 @@ def search_many(
     knowledge_bases = _current(knowledge_bases)
     if not knowledge_bases:
         return []
-    depth = max(CANDIDATES, top_k)
+    # Fusion needs each retriever's wider candidate list (and its score distribution); one retriever, top_k.
+    depth = max(CANDIDATES, top_k) if mode == "hybrid" else top_k
     parts: list[tuple[Ranking, Callable]] = []
     if mode in ("hybrid", "keyword"):
         parts.append(_keyword_ranking(knowledge_bases, query, depth))
