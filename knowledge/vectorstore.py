@@ -204,6 +204,7 @@ class PgvectorBackend(VectorBackend):
                 id__in=list(chunk_ids),
             )
             .annotate(distance=self._distance(vector))
+            .order_by()
             .values_list("id", "distance")
         )
         return {chunk_id: 1.0 - float(distance) for chunk_id, distance in rows}
