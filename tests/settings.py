@@ -1,6 +1,7 @@
 """Test settings: the project's settings plus a small tenant-owned fixture app used to test the tenancy layer."""
 
 import os
+import tempfile
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production-0123456789")
 # Tasks run in-process in tests even when REDIS_URL is set; the broker is still checked by /healthz tests.
@@ -18,3 +19,5 @@ SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
 # Uploads ingest synchronously in tests (eager Celery); tests of the background thread turn it on themselves.
 KNOWLEDGE_INGEST_IN_THREAD = False
+# Uploads (knowledge-base documents, demo data) go to a directory of the test run, never the project's var/.
+MEDIA_ROOT = tempfile.mkdtemp(prefix="agentplat-test-media-")

@@ -259,8 +259,9 @@ def _counts() -> dict[str, int]:
 def test_seed_demo_gives_each_tenant_published_agents_and_is_idempotent():
     call_command("seed_demo", password="pw-for-tests-1", stdout=open("/dev/null", "w"))  # noqa: SIM115
     first = _counts()
-    # The packs add theirs: the restaurant's waiter, the energy tenant's three PV agents and their planner.
-    assert first == {"energy": (7, 7), "restaurant": (4, 4)}
+    # The packs add theirs: the restaurant's waiter and menu advisor, the energy tenant's three PV agents and their
+    # planner.
+    assert first == {"energy": (7, 7), "restaurant": (5, 5)}
     energy = Tenant.objects.get(slug="energy")
     with tenant_scope(energy):
         strategies = {a.name: a.published_version().token_overflow_config for a in Agent.objects.all()}

@@ -98,6 +98,7 @@ async def test_a_real_worker_resumes_the_plan_with_the_no_reply_text(
         plan, steps = await database_sync_to_async(_plan)(tenant)
     worker_log = celery_worker.read_text(errors="replace")
     assert plan.status == "completed", worker_log[-3000:]
+    deadline = time.monotonic() + 60
     while "succeeded" not in worker_log and time.monotonic() < deadline:  # the task logs after its last write
         await asyncio.sleep(0.1)
         worker_log = celery_worker.read_text(errors="replace")

@@ -46,4 +46,5 @@ async def test_the_menu_advisor_recommends_from_the_knowledge_base_and_cites_it(
     _user, reply, sink = await user_turn(tenant, conversation, "有香菇的菜吗？")
 
     assert [frame["name"] for frame in sink.of("tool")] == ["plugin_ai_knowledge_base_query"] * 2
-    assert "香菇黄焖鸡" in reply.content and "[huangmenji_menu.json #" in reply.content
+    assert "香菇黄焖鸡" in reply.content, [frame.get("result") for frame in sink.of("tool")]
+    assert "[huangmenji_menu.json #" in reply.content
