@@ -38,6 +38,7 @@ class AgentAdmin(TenantOwnedAdmin):
     fieldsets = [
         (None, {"fields": ["tenant", "name", "description", "kind", "active"]}),
         (_("Model"), {"fields": ["system_prompt", "provider", "model", "temperature"]}),
+        (_("Tools and knowledge"), {"fields": ["tools", "knowledge_bases"]}),
         (
             _("Token management"),
             {

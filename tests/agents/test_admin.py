@@ -94,3 +94,24 @@ def test_platform_superuser_sees_every_tenants_agents(login, superuser, tenant, 
     with tenant_scope(theirs.tenant):
         version = theirs.published_version()
     assert (version.number, version.tenant_id, version.published_by) == (1, theirs.tenant_id, superuser)
+
+
+def test_tools_and_knowledge_bases_are_chosen_in_the_tenant_only(login, tenant_admin, tenant, other_tenant, agents):
+    from knowledge.services import knowledge_base_create
+
+    with tenant_scope(tenant):
+        own = knowledge_base_create(tenant=tenant, name="Menu")
+    with tenant_scope(other_tenant):
+        foreign = knowledge_base_create(tenant=other_tenant, name="Secret recipes")
+    client = login(tenant_admin, tenant)
+    page = client.get(reverse("admin:agents_agent_add")).content.decode()
+    assert f'value="{own.pk}"' in page and "Secret recipes" not in page
+
+    response = client.post(reverse("admin:agents_agent_add"), _form(knowledge_bases=[foreign.pk]))
+    assert response.status_code == 200 and "knowledge_bases" in response.context["adminform"].form.errors
+
+    response = client.post(reverse("admin:agents_agent_add"), _form(knowledge_bases=[own.pk], tools=["ask_user"]))
+    assert response.status_code == 302
+    with tenant_scope(tenant):
+        agent = Agent.objects.get(name="Menu planner")
+        assert list(agent.knowledge_bases.all()) == [own] and agent.tools == ["ask_user"]
