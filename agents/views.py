@@ -6,11 +6,7 @@ is a 404 on every page (the tenant scope of the request finds nothing).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
-
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -29,37 +25,11 @@ from agents.selectors import (
 )
 from agents.services import agent_create, agent_publish, agent_update
 from memory.selectors import overflow_metrics_for_agent
+from tenants.decorators import administrators_only, may_administer, tenant_required
 
-
-def may_edit_agents(request: HttpRequest) -> bool:
-    """Owners and admins of the active tenant (and platform superusers) change agents; members only read."""
-    membership = getattr(request, "membership", None)
-    return bool(request.user.is_superuser or (membership is not None and membership.can_administer))
-
-
-def tenant_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Logged in and working in a tenant; without one there are no agents to show."""
-
-    @login_required
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if getattr(request, "tenant", None) is None:
-            raise Http404(_("You are not working in any tenant."))
-        return view(request, *args, **kwargs)
-
-    return wrapped
-
-
-def editors_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """403 with an explanation for members who try to change an agent."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not may_edit_agents(request):
-            return render(request, "agents/forbidden.html", status=403)
-        return view(request, *args, **kwargs)
-
-    return tenant_required(wrapped)
+# Owners and admins change; members read (tenants.decorators says it once for every page).
+may_edit_agents = may_administer
+editors_only = administrators_only("agents/forbidden.html")
 
 
 def _agent_or_404(agent_id: int) -> Agent:

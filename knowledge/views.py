@@ -8,11 +8,7 @@ request's tenant scope finds nothing).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
-
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
@@ -42,38 +38,11 @@ from knowledge.services import (
     knowledge_base_delete,
     knowledge_base_update,
 )
+from tenants.decorators import administrators_only, may_administer, tenant_required
 
-
-def may_edit_knowledge(request: HttpRequest) -> bool:
-    """Owners and admins of the active tenant (and platform superusers) change knowledge bases; members read and
-    search."""
-    membership = getattr(request, "membership", None)
-    return bool(request.user.is_superuser or (membership is not None and membership.can_administer))
-
-
-def tenant_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Logged in and working in a tenant; without one there are no knowledge bases to show."""
-
-    @login_required
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if getattr(request, "tenant", None) is None:
-            raise Http404(_("You are not working in any tenant."))
-        return view(request, *args, **kwargs)
-
-    return wrapped
-
-
-def editors_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """403 with an explanation for members who try to change a knowledge base."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not may_edit_knowledge(request):
-            return render(request, "knowledge/forbidden.html", status=403)
-        return view(request, *args, **kwargs)
-
-    return tenant_required(wrapped)
+# Owners and admins change; members read (tenants.decorators says it once for every page).
+may_edit_knowledge = may_administer
+editors_only = administrators_only("knowledge/forbidden.html")
 
 
 def _knowledge_base_or_404(knowledge_base_id: int) -> KnowledgeBase:
