@@ -14,6 +14,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from agents.models import Agent
+from agents.services import EDITABLE_FIELDS
 from memory.overflow import (
     DEFAULT_RESERVE_RATIO,
     DEFAULT_SUMMARY_THRESHOLD,
@@ -55,18 +56,9 @@ FIELD_STRATEGIES: dict[str, tuple[str, ...]] = {
 
 PRESET_TOKENS = {key: tokens for key, _label, tokens in MODEL_PRESETS}
 
-# What the pages pass to the services (agent_create / agent_update).
-SERVICE_FIELDS = (
-    "description",
-    "system_prompt",
-    "provider",
-    "model",
-    "temperature",
-    "kind",
-    "tools",
-    "knowledge_bases",
-    "active",
-)
+# What the pages pass to the services (agent_create / agent_update): what they may edit, less the name (passed
+# on its own) and the overflow configuration (built from the form's own fields).
+SERVICE_FIELDS = tuple(name for name in EDITABLE_FIELDS if name not in ("name", "token_overflow_config"))
 
 
 @dataclass(frozen=True)

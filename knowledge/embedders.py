@@ -225,10 +225,10 @@ class ProviderEmbedder:
     english_only = False
 
     def __init__(self, knowledge_base: KnowledgeBase) -> None:
-        from llm.models import ModelProvider
+        from llm.selectors import default_provider
 
         self.tenant = knowledge_base.tenant
-        provider = ModelProvider.objects.filter(is_default=True).first() or ModelProvider.objects.first()
+        provider = default_provider(tenant=self.tenant)
         if provider is None:
             raise EmbedderError("没有可用的模型供应商 / The tenant has no model provider for embeddings.")
         self.provider = provider
