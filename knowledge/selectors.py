@@ -6,10 +6,10 @@ import datetime as dt
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
-from knowledge.models import Document, DocumentStatus, KnowledgeBase
+from knowledge.models import Document, DocumentStatus, EmbedderKind, KnowledgeBase
 
 DEFAULT_STALLED_AFTER_SECONDS = 600
 
@@ -92,3 +92,16 @@ def document_progress(*, knowledge_base: KnowledgeBase) -> dict[str, Any]:
             }
         )
     return {"knowledge_base": knowledge_base.pk, "active": active, "documents": documents}
+
+
+def outdated_documents(*, knowledge_base: KnowledgeBase) -> QuerySet[Document]:
+    """Ready documents of a knowledge base on the local model whose vectors come from another version of it
+    (stored before an upgrade changed the model): vector search skips their chunks until they are ingested
+    again. Provider knowledge bases re-ingest when their model setting changes, so none is outdated."""
+    from knowledge.embedders import local_embedder
+
+    if knowledge_base.embedder != EmbedderKind.LOCAL:
+        return Document.objects.none()
+    return Document.objects.filter(knowledge_base=knowledge_base, status=DocumentStatus.READY).exclude(
+        embedded_with=local_embedder().signature()
+    )

@@ -68,9 +68,15 @@ def knowledge_base_update(*, knowledge_base: KnowledgeBase, **fields: Any) -> in
 
 
 @transaction.atomic
-def knowledge_base_reingest(*, knowledge_base: KnowledgeBase) -> int:
-    """Queue every document of the knowledge base for ingestion again; returns how many."""
-    documents = list(Document.objects.filter(knowledge_base=knowledge_base))
+def knowledge_base_reingest(*, knowledge_base: KnowledgeBase, only_outdated: bool = False) -> int:
+    """Queue every document of the knowledge base for ingestion again (or only those embedded with an older
+    version of the local model: `selectors.outdated_documents`); returns how many."""
+    from knowledge.selectors import outdated_documents
+
+    if only_outdated:
+        documents = list(outdated_documents(knowledge_base=knowledge_base))
+    else:
+        documents = list(Document.objects.filter(knowledge_base=knowledge_base))
     for document in documents:
         document_reingest(document=document)
     return len(documents)

@@ -14,6 +14,9 @@ urlpatterns = [
     path("<int:knowledge_base_id>/progress/", views.document_progress_view, name="progress"),
     path("<int:knowledge_base_id>/search/", views.knowledge_base_search, name="search"),
     path(
+        "<int:knowledge_base_id>/reingest-outdated/", views.knowledge_base_reingest_outdated, name="reingest_outdated"
+    ),
+    path(
         "<int:knowledge_base_id>/documents/<int:document_id>/reingest/",
         views.document_reingest_view,
         name="document_reingest",

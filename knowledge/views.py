@@ -28,6 +28,7 @@ from knowledge.selectors import (
     document_progress,
     knowledge_base_get,
     knowledge_base_list_for_page,
+    outdated_documents,
 )
 from knowledge.services import (
     REINGEST_FIELDS,
@@ -36,6 +37,7 @@ from knowledge.services import (
     document_reingest,
     knowledge_base_create,
     knowledge_base_delete,
+    knowledge_base_reingest,
     knowledge_base_update,
 )
 from tenants.decorators import administrators_only, may_administer, tenant_required
@@ -183,6 +185,7 @@ def knowledge_base_detail(request: HttpRequest, knowledge_base_id: int) -> HttpR
             "max_upload": filesizeformat(max_upload_bytes()),
             "file_types": supported_extensions_text(),
             "progress_url": reverse("knowledge:progress", args=[knowledge_base.pk]),
+            "outdated_count": outdated_documents(knowledge_base=knowledge_base).count(),
             "labels": {"stalled": _("Stalled")},
         },
     )
@@ -240,6 +243,23 @@ def document_reingest_view(request: HttpRequest, knowledge_base_id: int, documen
     document = _document_or_404(knowledge_base, document_id)
     document_reingest(document=document)
     messages.success(request, _("“%(name)s” is being ingested again.") % {"name": document.name})
+    return HttpResponseRedirect(_detail_url(knowledge_base))
+
+
+@editors_only
+@require_POST
+def knowledge_base_reingest_outdated(request: HttpRequest, knowledge_base_id: int) -> HttpResponse:
+    knowledge_base = _knowledge_base_or_404(knowledge_base_id)
+    count = knowledge_base_reingest(knowledge_base=knowledge_base, only_outdated=True)
+    messages.success(
+        request,
+        ngettext(
+            "%(count)d document is being ingested again with the current model.",
+            "%(count)d documents are being ingested again with the current model.",
+            count,
+        )
+        % {"count": count},
+    )
     return HttpResponseRedirect(_detail_url(knowledge_base))
 
 

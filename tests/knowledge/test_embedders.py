@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from knowledge.embedders import EmbedderError, Float32MiniLM, ProviderEmbedder, embedder_for, local_embedder
+from knowledge import minilm_onnx
+from knowledge.embedders import (
+    EmbedderError,
+    Float32MiniLM,
+    LocalMiniLM,
+    ProviderEmbedder,
+    embedder_for,
+    local_embedder,
+)
 from knowledge.models import EmbedderKind, KnowledgeBase
 from tests.llm.factories import ModelProviderFactory
 
@@ -24,6 +32,12 @@ SENTENCES = [
     "Quarterly revenue grew eight percent, driven by subscriptions in Europe and Asia.",
     "How do I reset my password?",
 ]
+LONG_TEXT = (
+    "Oceanic Airlines is a fictional airline used in several films, television programs and comic books, "
+    "typically works that feature plane crashes, with which a real airline would prefer not to be associated. "
+    "The most famous use of the brand is in the television show Lost, where its logo depicts an aboriginal dot "
+    "painting that resembles a bullseye or an island. The name has been used since the nineteen-sixties. "
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,27 +54,64 @@ def test_float32_reference_reproduces_the_published_vector(reference, text):
     assert vector[-1] == pytest.approx(last, abs=1e-5)
 
 
+def test_the_built_graph_in_float32_is_the_reference_model(reference, tmp_path):
+    """The fused-operator graph, before quantisation, computes exactly what the numpy reference computes: the
+    weights went into the right operators."""
+    import onnxruntime
+
+    path = tmp_path / "fp32.onnx"
+    minilm_onnx.build(minilm_onnx.weights_path(), path, quantized=False)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    tokenizer = reference._tokenizer
+    for text in SENTENCES:
+        ids = np.asarray([tokenizer.encode(text).ids], dtype=np.int32)
+        hidden = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0][0]
+        np.testing.assert_allclose(hidden, reference._hidden(ids[0].tolist()), atol=2e-4)
+
+
 def test_int8_model_matches_the_reference(reference):
-    """int8 weights move each value by ~1e-3; the direction stays: cosine to the float32 vector above 0.995."""
+    """Dynamic int8 moves the vectors a little; the direction stays: cosine to the float32 vector above 0.975 for
+    every text and 0.985 on average (measured: 0.981-0.995 on these, min 0.987 over 128 chunks of ~170 word
+    pieces; en_dbpedia vector nDCG@10 0.517 against 0.520 with the float32-computing int8-weight export)."""
     local = local_embedder()
-    ours, theirs = local.embed(SENTENCES), reference.embed(SENTENCES)
+    texts = [*SENTENCES, LONG_TEXT]
+    ours, theirs = local.embed(texts), reference.embed(texts)
     cosines = (ours * theirs).sum(axis=1)
-    assert cosines.min() > 0.995, cosines
-    first, _ = PUBLISHED["hello world"]
-    np.testing.assert_allclose(ours[0][:3], first, atol=0.01)
-    assert local.signature() == "local:all-MiniLM-L6-v2-int8:384"
+    assert cosines.min() > 0.975 and cosines.mean() > 0.985, cosines
+    assert local.signature() == "local:all-MiniLM-L6-v2-qint8:384"
 
 
-def test_rows_are_normalised_float32_in_input_order_whatever_the_batching():
+def test_a_vector_never_depends_on_the_other_texts_embedded_with_it():
     local = local_embedder()
-    texts = ["short", "a much longer text " * 40, "medium length sentence here", "", "x"]
+    texts = ["short", "a much longer text " * 40, "medium length sentence here", "", "x", LONG_TEXT]
     together = local.embed(texts)
     one_by_one = np.stack([local.embed([text])[0] for text in texts])
-    assert together.dtype == np.float32 and together.shape == (5, 384)
+    reordered = local.embed(texts[::-1])[::-1]
+    assert together.dtype == np.float32 and together.shape == (6, 384)
     np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
-    np.testing.assert_allclose(together, one_by_one, atol=1e-5)  # padding never changes a vector
-    np.testing.assert_allclose(local.embed(texts, batch_size=2), together, atol=1e-5)
+    np.testing.assert_array_equal(together, one_by_one)  # activations are quantised per text: bit for bit
+    np.testing.assert_array_equal(together, reordered)
     assert local.embed([]).shape == (0, 384)
+
+
+def test_texts_longer_than_the_model_window_are_truncated_not_refused():
+    local = local_embedder()
+    long = LONG_TEXT * 5  # well over 256 word pieces
+    assert len(local._tokenizer.encode(long).ids) == local.max_tokens
+    np.testing.assert_array_equal(local.embed([long])[0], local.embed([long + " more words at the end"])[0])
+
+
+def test_the_model_is_built_once_and_a_damaged_file_is_rebuilt(settings, tmp_path):
+    settings.KNOWLEDGE_MODEL_DIR = str(tmp_path)
+    path = minilm_onnx.model_file()
+    assert path.parent == tmp_path and path.stat().st_size > 10_000_000
+    built_at = path.stat().st_mtime_ns
+    assert minilm_onnx.model_file() == path and path.stat().st_mtime_ns == built_at  # cached, not rebuilt
+    path.write_bytes(b"not a model")
+    fresh = LocalMiniLM()
+    vector = fresh.embed(["hello world"])[0]
+    np.testing.assert_array_equal(vector, local_embedder().embed(["hello world"])[0])
+    assert path.stat().st_size > 10_000_000
 
 
 def test_similar_sentences_are_closer():

@@ -158,6 +158,53 @@ def test_reingest_button_and_delete_with_confirmation(login, tenant_admin, tenan
         assert not Chunk.objects.filter(knowledge_base=kb).exists()
 
 
+def test_documents_from_an_older_local_model_are_flagged_and_ingested_again(
+    login, tenant_admin, member, tenant, kb, other_kb, ingest
+):
+    """After an upgrade of the local model, vector search skips the old vectors: the page says so and one
+    button re-ingests exactly those documents (another tenant's outdated documents stay as they are)."""
+    current = _document(kb, ingest, "current.txt")
+    old = _document(kb, ingest, "old.txt", b"Inverters convert direct current to alternating current.")
+    theirs = _document(other_kb, ingest, "theirs.txt", b"Noodles need patience.")
+    with all_tenants(reason="test: pretend these were embedded by the previous model"):
+        Document.objects.filter(pk__in=[old.pk, theirs.pk]).update(embedded_with="local:all-MiniLM-L6-v2-int8:384")
+    page = login(member, tenant).get(reverse("knowledge:detail", args=[kb.pk])).content.decode()
+    assert "1 document was embedded with an older version of the local model" in page
+    assert 'id="reingest-outdated"' not in page  # members read; only owners and admins act
+
+    client = login(tenant_admin, tenant)
+    assert 'id="reingest-outdated"' in client.get(reverse("knowledge:detail", args=[kb.pk])).content.decode()
+    with ingest():
+        response = client.post(reverse("knowledge:reingest_outdated", args=[kb.pk]), follow=True)
+    assert "1 document is being ingested again with the current model." in response.content.decode()
+    assert "older version of the local model" not in response.content.decode()
+    with tenant_scope(tenant):
+        refreshed = {d.pk: d for d in Document.objects.filter(knowledge_base=kb)}
+    assert refreshed[old.pk].embedded_with == current.embedded_with and refreshed[old.pk].ingested_at > old.ingested_at
+    assert refreshed[current.pk].ingested_at == current.ingested_at  # up to date: left alone
+    with all_tenants(reason="test: the other tenant's document is untouched"):
+        assert Document.objects.get(pk=theirs.pk).embedded_with == "local:all-MiniLM-L6-v2-int8:384"
+
+
+def test_the_reingest_outdated_command_covers_every_tenant(tenant, kb, other_kb, ingest):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    mine = _document(kb, ingest, "old.txt")
+    theirs = _document(other_kb, ingest, "theirs.txt", b"Noodles need patience.")
+    with all_tenants(reason="test: pretend these were embedded by the previous model"):
+        Document.objects.filter(pk__in=[mine.pk, theirs.pk]).update(embedded_with="local:old-model:384")
+    out = StringIO()
+    call_command("reingest_outdated", "--dry-run", stdout=out)
+    assert "2 documents outdated" in out.getvalue()
+    with ingest():
+        call_command("reingest_outdated", stdout=StringIO())
+    with all_tenants(reason="test: both were ingested again"):
+        signatures = set(Document.objects.filter(pk__in=[mine.pk, theirs.pk]).values_list("embedded_with", flat=True))
+    assert signatures == {"local:all-MiniLM-L6-v2-qint8:384"}
+
+
 def test_editing_the_chunking_asks_before_reingesting(login, tenant_admin, tenant, kb, ingest):
     document = _document(kb, ingest, content=(SOLAR_TEXT * 3).encode())
     client = login(tenant_admin, tenant)
@@ -224,6 +271,7 @@ def test_a_bad_search_shows_the_form_errors(login, member, tenant, kb):
         ("knowledge:edit", "get"),
         ("knowledge:delete", "post"),
         ("knowledge:upload", "post"),
+        ("knowledge:reingest_outdated", "post"),
     ],
 )
 def test_members_read_but_do_not_change(login, member, tenant, kb, name, method):
@@ -248,6 +296,7 @@ def test_another_tenants_knowledge_base_is_a_404_on_every_page(login, tenant_adm
     assert client.post(reverse("knowledge:edit", args=[other_kb.pk]), _kb_form(name="Hijacked")).status_code == 404
     upload = client.post(reverse("knowledge:upload", args=[other_kb.pk]), {"files": _files("notes.txt")})
     assert upload.status_code == 404
+    assert client.post(reverse("knowledge:reingest_outdated", args=[other_kb.pk])).status_code == 404
     for name in ("document_reingest", "document_delete"):
         url = reverse(f"knowledge:{name}", args=[other_kb.pk, theirs.pk])
         assert client.post(url).status_code == 404
