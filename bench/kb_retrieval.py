@@ -389,7 +389,7 @@ def main() -> None:
         real = embedders.local_embedder()
         embedders._local = CachedEmbedder(real, Path(args.cache))
         built = {}
-        for name in args.sets.split(","):
+        for name in filter(None, args.sets.split(",")):  # --sets "" measures ingestion only
             split = args.split or SETS[name]["qrels"]
             documents, queries, qrels = load_set(name, split)
             if args.max_queries:
