@@ -164,6 +164,26 @@ def float32_graph(weights: dict[str, np.ndarray]):
             epsilon=EPSILON,
         )
     )
+
+    def matmul(source: str, name: str, weight: str, target: str):  # named, so quantisation can be traced
+        return helper.make_node("MatMul", [source, constant(name, linear(weight))], [target], name=name)
+
+    def residual_norm(source: str, skip: str, norm: str, bias: str, target: str):
+        """LayerNorm(source + bias + skip) with the LayerNorm weights under the prefix `norm`."""
+        return helper.make_node(
+            "SkipLayerNormalization",
+            [
+                source,
+                skip,
+                constant(f"{target}_gamma", weights[norm + ".weight"]),
+                constant(f"{target}_beta", weights[norm + ".bias"]),
+                constant(f"{target}_bias", weights[bias]),
+            ],
+            [target],
+            domain=MICROSOFT,
+            epsilon=EPSILON,
+        )
+
     hidden = "hidden_0"
     for layer in range(LAYERS):
         p = f"encoder.layer.{layer}."
@@ -178,55 +198,28 @@ def float32_graph(weights: dict[str, np.ndarray]):
                 domain=MICROSOFT,
                 num_heads=HEADS,
             ),
-            helper.make_node(
-                "MatMul",
-                [f"attention_{layer}", constant(f"out_{layer}", linear(p + "attention.output.dense.weight"))],
-                [f"projected_{layer}"],
-                name=f"out_{layer}",
+            matmul(f"attention_{layer}", f"out_{layer}", p + "attention.output.dense.weight", f"projected_{layer}"),
+            residual_norm(
+                f"projected_{layer}",
+                hidden,
+                p + "attention.output.LayerNorm",
+                p + "attention.output.dense.bias",
+                f"attended_{layer}",
             ),
-            helper.make_node(
-                "SkipLayerNormalization",
-                [
-                    f"projected_{layer}",
-                    hidden,
-                    constant(f"attention_gamma_{layer}", weights[p + "attention.output.LayerNorm.weight"]),
-                    constant(f"attention_beta_{layer}", weights[p + "attention.output.LayerNorm.bias"]),
-                    constant(f"out_bias_{layer}", weights[p + "attention.output.dense.bias"]),
-                ],
-                [f"attended_{layer}"],
-                domain=MICROSOFT,
-                epsilon=EPSILON,
-            ),
-            helper.make_node(
-                "MatMul",
-                [f"attended_{layer}", constant(f"up_{layer}", linear(p + "intermediate.dense.weight"))],
-                [f"up_{layer}_out"],
-                name=f"up_{layer}",
-            ),
+            matmul(f"attended_{layer}", f"up_{layer}", p + "intermediate.dense.weight", f"up_{layer}_out"),
             helper.make_node(
                 "BiasGelu",
                 [f"up_{layer}_out", constant(f"up_bias_{layer}", weights[p + "intermediate.dense.bias"])],
                 [f"activated_{layer}"],
                 domain=MICROSOFT,
             ),
-            helper.make_node(
-                "MatMul",
-                [f"activated_{layer}", constant(f"down_{layer}", linear(p + "output.dense.weight"))],
-                [f"down_{layer}_out"],
-                name=f"down_{layer}",
-            ),
-            helper.make_node(
-                "SkipLayerNormalization",
-                [
-                    f"down_{layer}_out",
-                    f"attended_{layer}",
-                    constant(f"output_gamma_{layer}", weights[p + "output.LayerNorm.weight"]),
-                    constant(f"output_beta_{layer}", weights[p + "output.LayerNorm.bias"]),
-                    constant(f"down_bias_{layer}", weights[p + "output.dense.bias"]),
-                ],
-                [f"hidden_{layer + 1}"],
-                domain=MICROSOFT,
-                epsilon=EPSILON,
+            matmul(f"activated_{layer}", f"down_{layer}", p + "output.dense.weight", f"down_{layer}_out"),
+            residual_norm(
+                f"down_{layer}_out",
+                f"attended_{layer}",
+                p + "output.LayerNorm",
+                p + "output.dense.bias",
+                f"hidden_{layer + 1}",
             ),
         ]
         hidden = f"hidden_{layer + 1}"
