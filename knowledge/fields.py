@@ -12,6 +12,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -48,8 +49,8 @@ def column_is_vector(connection: BaseDatabaseWrapper, table: str, column: str) -
     return bool(row and row[0] == "vector")
 
 
-def pack_vector(values: Sequence[float]) -> bytes:
-    return struct.pack(f"<{len(values)}f", *values)
+def pack_vector(values: Sequence[float] | np.ndarray) -> bytes:
+    return np.asarray(values, dtype="<f4").tobytes()
 
 
 def unpack_vector(data: bytes | memoryview) -> tuple[float, ...]:
@@ -57,9 +58,9 @@ def unpack_vector(data: bytes | memoryview) -> tuple[float, ...]:
     return struct.unpack(f"<{len(data) // 4}f", data)
 
 
-def vector_literal(values: Sequence[float]) -> str:
+def vector_literal(values: Sequence[float] | np.ndarray) -> str:
     """pgvector's text form: [1,2,3]."""
-    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+    return "[" + ",".join(map(repr, np.asarray(values, dtype=np.float64).tolist())) + "]"
 
 
 class EmbeddingField(models.Field):

@@ -195,7 +195,7 @@ def _replace_chunks(
                 position=draft.position,
                 text=draft.text,
                 token_count=draft.token_count,
-                embedding=vector.tolist(),
+                embedding=vector,
                 embedding_model=embedder.model,
                 embedding_dim=dimension,
                 terms=term_text,
