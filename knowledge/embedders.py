@@ -75,20 +75,33 @@ class LocalMiniLM:
     def _session(self):
         import onnxruntime
 
-        from knowledge import minilm_onnx
-
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = 1  # parallel across texts instead (see the class note)
         options.inter_op_num_threads = 1
-        path = minilm_onnx.model_file()
+        path = self._model_file()
         try:
             return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception:  # a damaged cache file (disk full, killed mid-copy by hand): build it again, once
             logger.warning("the cached embedding model %s did not load; rebuilding it", path, exc_info=True)
             path.unlink(missing_ok=True)
-            path = minilm_onnx.model_file()
+            path = self._model_file()
             return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    @staticmethod
+    def _model_file() -> Path:
+        from knowledge import minilm_onnx
+
+        try:
+            return minilm_onnx.model_file()
+        except OSError as exc:
+            folder = minilm_onnx.model_dir()
+            logger.exception("could not build the local embedding model in %s", folder)
+            raise EmbedderError(
+                f"无法在 {folder} 生成本地嵌入模型（{exc.strerror or exc}），请将 KNOWLEDGE_MODEL_DIR 设为可写目录。 / "
+                f"The local embedding model could not be built in {folder} ({exc.strerror or exc}): set "
+                "KNOWLEDGE_MODEL_DIR to a writable folder."
+            ) from exc
 
     @cached_property
     def _pool(self) -> ThreadPoolExecutor:

@@ -114,6 +114,14 @@ def test_the_model_is_built_once_and_a_damaged_file_is_rebuilt(settings, tmp_pat
     assert path.stat().st_size > 10_000_000
 
 
+def test_an_unwritable_model_folder_is_a_clear_embedder_error(settings, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    settings.KNOWLEDGE_MODEL_DIR = str(blocker / "models")
+    with pytest.raises(EmbedderError, match="KNOWLEDGE_MODEL_DIR"):
+        LocalMiniLM().embed(["hello"])
+
+
 def test_similar_sentences_are_closer():
     a, b, c = local_embedder().embed(
         ["How do I reset my password?", "I forgot my password, how can I change it?", "The volcano erupted."]
