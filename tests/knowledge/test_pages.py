@@ -174,6 +174,8 @@ def test_documents_from_an_older_local_model_are_flagged_and_ingested_again(
 
     client = login(tenant_admin, tenant)
     assert 'id="reingest-outdated"' in client.get(reverse("knowledge:detail", args=[kb.pk])).content.decode()
+    chinese = client.get(reverse("knowledge:detail", args=[kb.pk]), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "1 个文档的向量来自旧版本的本地嵌入模型" in chinese and "重新入库" in chinese
     with ingest():
         response = client.post(reverse("knowledge:reingest_outdated", args=[kb.pk]), follow=True)
     assert "1 document is being ingested again with the current model." in response.content.decode()
