@@ -3,6 +3,7 @@
     .venv/bin/python bench/kb_retrieval.py --database sqlite                 # exact in-process vector search
     scripts/pgvector-server start
     .venv/bin/python bench/kb_retrieval.py --database pgvector --scale 100000   # pgvector HNSW, + 100k chunks
+    .venv/bin/python bench/kb_retrieval.py --sets ""                           # ingestion speed only
 
 Data (read in place, never copied): ../shared/data/kb/en_dbpedia (BEIR DBPedia-Entity subset: 5,000 entities,
 50 test queries, graded qrels) and ../shared/data/kb/zh_cmrc2018 (CMRC 2018: 1,104 passages, dev questions;
