@@ -10,6 +10,7 @@ Two layers, so that a better normaliser never needs a re-ingest:
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import threading
@@ -135,7 +136,12 @@ class CollectionStats:
 
 class BM25Index:
     """Okapi BM25 over a fixed set of chunks (k1=0.9, b=0.4, the Anserini defaults used for BEIR's BM25 figures),
-    with Lucene's always-positive idf. Built once per knowledge-base revision and kept in memory."""
+    with Lucene's always-positive idf. Immutable; kept in memory.
+
+    A knowledge base's keyword index is a few of these *segments* (as Lucene does it): chunks added since the
+    last build form a new small segment, chunks deleted are masked out of theirs (`without`), and several
+    segments are searched as one collection through `CollectionStats`, so a change costs what changed, not a
+    rebuild of the whole knowledge base (see knowledge.retrieval.keyword_segments)."""
 
     def __init__(self, ids: Sequence[int], stored_terms: Sequence[str], *, k1: float = 0.9, b: float = 0.4) -> None:
         self.k1 = k1
@@ -143,8 +149,16 @@ class BM25Index:
         self.ids = np.asarray(ids, dtype=np.int64)
         postings: dict[str, tuple[list[int], list[int]]] = {}
         lengths = np.zeros(len(self.ids), dtype=np.float32)
+        normalised: dict[str, str | None] = {}  # stored term -> index term (None: a stop word), once per word
         for row, text in enumerate(stored_terms):
-            counts = Counter(index_terms(text.split()))
+            counts: Counter[str] = Counter()
+            for word in text.split():
+                term = normalised.get(word, "")
+                if term == "":
+                    found = index_terms([word])
+                    term = normalised[word] = found[0] if found else None
+                if term is not None:
+                    counts[term] += 1
             lengths[row] = sum(counts.values())
             for term, tf in counts.items():
                 entry = postings.get(term)
@@ -153,19 +167,40 @@ class BM25Index:
                 entry[0].append(row)
                 entry[1].append(tf)
         self.lengths = lengths
-        self.total_length = float(lengths.sum())
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {
             term: (np.asarray(rows, dtype=np.int32), np.asarray(tfs, dtype=np.float32))
             for term, (rows, tfs) in postings.items()
         }
+        self.live: np.ndarray | None = None  # rows still in the collection (None: all of them)
+        self.live_count = len(self.ids)
+        self.total_length = float(lengths.sum())
         self._norm_cache: tuple[float, np.ndarray] | None = None
 
+    def without(self, chunk_ids: Iterable[int]) -> BM25Index:
+        """This segment with `chunk_ids` masked out (a new object; this one is unchanged, so searches running
+        on it meanwhile are not disturbed). Ids not in the segment are ignored."""
+        gone = np.isin(self.ids, np.fromiter(chunk_ids, dtype=np.int64))
+        if self.live is not None:
+            gone &= self.live  # already masked: nothing new
+        if not gone.any():
+            return self
+        segment = copy.copy(self)
+        segment.live = (np.ones(len(self.ids), dtype=bool) if self.live is None else self.live.copy()) & ~gone
+        segment.live_count = int(segment.live.sum())
+        segment.total_length = float(self.lengths[segment.live].sum())
+        return segment
+
+    def live_ids(self) -> np.ndarray:
+        return self.ids if self.live is None else self.ids[self.live]
+
     def __len__(self) -> int:
-        return len(self.ids)
+        return self.live_count
 
     def document_frequency(self, term: str) -> int:
         posting = self._postings.get(term)
-        return 0 if posting is None else len(posting[0])
+        if posting is None:
+            return 0
+        return len(posting[0]) if self.live is None else int(np.count_nonzero(self.live[posting[0]]))
 
     def _norm(self, average_length: float) -> np.ndarray:
         cached = self._norm_cache
@@ -175,8 +210,9 @@ class BM25Index:
         return cached[1]
 
     def scores(self, query: str, stats: CollectionStats | None = None) -> np.ndarray:
-        """The BM25 score of every chunk (index order) for `query`. `stats`: the collection the idf and average
-        length come from when several indexes are searched as one (default: this index alone)."""
+        """The BM25 score of every chunk (index order) for `query`; 0 for masked-out chunks. `stats`: the
+        collection the idf and average length come from when several indexes are searched as one (default:
+        this index alone)."""
         stats = stats or CollectionStats.of([self], query)
         norm = self._norm(stats.average_length)
         scores = np.zeros(len(self.ids), dtype=np.float32)
@@ -186,6 +222,8 @@ class BM25Index:
                 continue
             rows, tfs = posting
             scores[rows] += query_tf * stats.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm[rows])
+        if self.live is not None:
+            scores[~self.live] = 0.0
         return scores
 
     def search(self, query: str, k: int, stats: CollectionStats | None = None) -> KeywordHits:

@@ -12,6 +12,7 @@ and the model cannot drag it down). Reciprocal rank fusion and min-max fusion ar
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -143,7 +144,23 @@ def vector_weight(embedder: Embedder, query: str) -> float:
 
 # --- the retrievers ----------------------------------------------------------------------------------------------
 
-_keyword_indexes = LRUCache(32)
+_keyword_states = LRUCache(32)
+_keyword_locks: dict[tuple, threading.Lock] = {}
+_keyword_locks_guard = threading.Lock()
+# Segments above this many are merged (all but the largest become one); a segment with more than this share of
+# its chunks deleted is rebuilt from its live chunks.
+MAX_SEGMENTS = 8
+MAX_DELETED_SHARE = 0.5
+FETCH_BATCH = 5000
+
+
+@dataclass(frozen=True)
+class KeywordState:
+    """A knowledge base's keyword index in this process: its segments and what they hold."""
+
+    revision: int
+    segments: tuple[BM25Index, ...]
+    ids: np.ndarray  # the live chunk ids, sorted
 
 
 def _database_key() -> tuple[str, str]:
@@ -153,20 +170,78 @@ def _database_key() -> tuple[str, str]:
     return alias, str(connections[alias].settings_dict.get("NAME"))
 
 
-def keyword_index(knowledge_base: KnowledgeBase) -> BM25Index:
-    """The BM25 index of a knowledge base at its revision (built on first use, then kept per process)."""
+def keyword_segments(knowledge_base: KnowledgeBase) -> tuple[BM25Index, ...]:
+    """The BM25 segments of a knowledge base at its revision, kept per process. The first use builds one
+    segment of every chunk; after a change only the difference is read: the chunk ids (one narrow query), the
+    terms of the new chunks (a new segment), and deleted chunks are masked out of their segments. Searched
+    together (`CollectionStats` over all segments), the segments rank exactly as one index of the same chunks
+    would (tested)."""
+    key = (*_database_key(), knowledge_base.pk)
+    state = _keyword_states.get(key)
+    if state is not None and state.revision == knowledge_base.revision:
+        return state.segments
+    with _keyword_locks_guard:
+        lock = _keyword_locks.setdefault(key, threading.Lock())
+    with lock:  # one refresh per knowledge base at a time; the others then find it done
+        state = _keyword_states.get(key)
+        if state is None or state.revision != knowledge_base.revision:
+            state = _keyword_states.put(key, _refreshed(knowledge_base, state))
+    return state.segments
+
+
+def _chunk_terms(knowledge_base_id: int, **filters: Any) -> tuple[list[int], list[str]]:
     from knowledge.models import Chunk
 
-    key = (*_database_key(), knowledge_base.pk, knowledge_base.revision)
-    index = _keyword_indexes.get(key)
-    if index is None:
-        rows = Chunk.objects.filter(knowledge_base_id=knowledge_base.pk).values_list("id", "terms")
-        ids, terms = [], []
-        for chunk_id, chunk_terms in rows.iterator(chunk_size=5000):
-            ids.append(chunk_id)
-            terms.append(chunk_terms or "")
-        index = _keyword_indexes.put(key, BM25Index(ids, terms))
-    return index
+    rows = Chunk.objects.filter(knowledge_base_id=knowledge_base_id, **filters).order_by("id")
+    ids, terms = [], []
+    for chunk_id, chunk_terms in rows.values_list("id", "terms").iterator(chunk_size=FETCH_BATCH):
+        ids.append(chunk_id)
+        terms.append(chunk_terms or "")
+    return ids, terms
+
+
+def _segment_of(knowledge_base_id: int, chunk_ids: np.ndarray) -> BM25Index:
+    ids: list[int] = []
+    terms: list[str] = []
+    for start in range(0, len(chunk_ids), FETCH_BATCH):
+        part_ids, part_terms = _chunk_terms(knowledge_base_id, id__in=chunk_ids[start : start + FETCH_BATCH].tolist())
+        ids += part_ids
+        terms += part_terms
+    return BM25Index(ids, terms)
+
+
+def _refreshed(knowledge_base: KnowledgeBase, state: KeywordState | None) -> KeywordState:
+    from knowledge.models import Chunk
+
+    if state is None:
+        segment = BM25Index(*_chunk_terms(knowledge_base.pk))
+        return KeywordState(knowledge_base.revision, (segment,), np.sort(segment.ids))
+    current = np.fromiter(
+        Chunk.objects.filter(knowledge_base_id=knowledge_base.pk).order_by("id").values_list("id", flat=True),
+        dtype=np.int64,
+    )
+    removed = np.setdiff1d(state.ids, current, assume_unique=True)
+    added = np.setdiff1d(current, state.ids, assume_unique=True)
+    segments = [segment.without(removed.tolist()) if len(removed) else segment for segment in state.segments]
+    segments = [segment for segment in segments if len(segment)]
+    if len(added):
+        segments.append(_segment_of(knowledge_base.pk, added))
+    return KeywordState(knowledge_base.revision, tuple(_merged(knowledge_base.pk, segments)), current)
+
+
+def _merged(knowledge_base_id: int, segments: list[BM25Index]) -> list[BM25Index]:
+    """Rebuild segments that are mostly deleted; when there are too many, merge all but the largest."""
+    segments = [
+        _segment_of(knowledge_base_id, segment.live_ids())
+        if len(segment) < (1.0 - MAX_DELETED_SHARE) * len(segment.ids)
+        else segment
+        for segment in segments
+    ]
+    if len(segments) <= MAX_SEGMENTS:
+        return segments
+    largest = max(segments, key=len)
+    rest = np.sort(np.concatenate([segment.live_ids() for segment in segments if segment is not largest]))
+    return [largest, _segment_of(knowledge_base_id, rest)]
 
 
 _query_vectors = LRUCache(256)
@@ -188,7 +263,7 @@ def clear_query_vectors() -> None:
 
 def clear_caches() -> None:
     """Drop every per-process search structure (tests)."""
-    _keyword_indexes.clear()
+    _keyword_states.clear()
     _query_vectors.clear()
     vectorstore.clear_caches()
 
@@ -203,7 +278,7 @@ def _current(knowledge_bases: Sequence[KnowledgeBase]) -> list[KnowledgeBase]:
 
 
 def _keyword_ranking(knowledge_bases: Sequence[KnowledgeBase], query: str, depth: int) -> tuple[Ranking, Callable]:
-    indexes = [keyword_index(kb) for kb in knowledge_bases]
+    indexes = [segment for kb in knowledge_bases for segment in keyword_segments(kb)]
     # Several knowledge bases are one collection for BM25: idf and average length over all of them.
     stats = CollectionStats.of(indexes, query)
     all_scores = [index.scores(query, stats) for index in indexes]

@@ -145,3 +145,13 @@ def pgvector_db(db):
             pytest.fail(message)
         pytest.skip(message)
     return connection
+
+
+@pytest.fixture(autouse=True)
+def _fresh_search_caches():
+    """Per-process search structures are keyed by database and knowledge-base id; a rolled-back test database
+    hands the same ids out again (SQLite's sequences roll back too), so every test starts without them."""
+    from knowledge import retrieval
+
+    retrieval.clear_caches()
+    yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from knowledge.keyword import BM25Index, CollectionStats, index_terms, latin_share, stem, terms_for
@@ -76,3 +77,17 @@ def test_shared_collection_stats_make_scores_comparable_across_indexes():
     # Alone, the one-chunk index gives "sourdough" almost no idf; shared stats give both chunks the same.
     assert small.scores("sourdough")[0] < big.scores("sourdough")[0]
     assert small.scores("sourdough", stats)[0] == pytest.approx(big.scores("sourdough", stats)[0], rel=0.2)
+
+
+def test_a_segment_without_some_chunks_scores_as_an_index_of_the_others():
+    texts = ["apple banana", "apple apple cherry", "durian apple", "cherry pie", "banana bread"]
+    whole = _index(texts)
+    masked = whole.without([2, 5])
+    fresh = BM25Index([1, 3, 4], [" ".join(terms_for(texts[i - 1])) for i in (1, 3, 4)])
+    assert len(masked) == 3 and len(whole) == 5  # the original is unchanged
+    assert masked.document_frequency("apple") == 2 and masked.total_length == fresh.total_length
+    for query in ("apple", "cherry", "banana durian"):
+        scores = masked.scores(query)
+        assert scores[[1, 4]].tolist() == [0.0, 0.0]  # the masked chunks never score
+        np.testing.assert_allclose(scores[[0, 2, 3]], fresh.scores(query), rtol=1e-6)
+    assert masked.without([2]) is masked and whole.without([99]) is whole

@@ -148,6 +148,53 @@ def test_cache_is_rebuilt_when_the_revision_changes(kb):
         assert "volcano" in search(kb, query, mode=mode, top_k=1)[0].text
 
 
+def _keyword_scores(kb: KnowledgeBase, query: str) -> dict[int, float]:
+    return {hit.chunk_id: hit.score for hit in search(kb, query, mode="keyword", top_k=50)}
+
+
+def test_a_change_reads_only_the_difference_and_ranks_as_a_full_rebuild(kb, django_assert_max_num_queries):
+    """Adding a document adds a segment of its chunks (the old segment object is kept, not rebuilt); deleting
+    one masks its chunks; the scores stay exactly those of an index built from scratch over the same chunks."""
+    queries = ["tower Paris", "water", "yeast flour", "高铁 北京", "market rates water"]
+    search(kb, "warm up", mode="keyword")
+    (first,) = retrieval.keyword_segments(kb)
+    added = add_document(kb, "more.txt", ["Water towers store water above the town.", "Paris has many bakeries."])
+    with django_assert_max_num_queries(4):  # the revision, the chunk ids, the new chunks' terms, the hits
+        search(kb, "water", mode="keyword")
+    segments = retrieval.keyword_segments(kb)
+    assert len(segments) == 2 and segments[0] is first and len(segments[1]) == 2
+    incremental = {query: _keyword_scores(kb, query) for query in queries}
+    retrieval.clear_caches()
+    for query in queries:
+        assert _keyword_scores(kb, query) == pytest.approx(incremental[query])
+
+    (whole,) = retrieval.keyword_segments(kb)  # the rebuilt index: one segment
+    english = Document.objects.get(knowledge_base=kb, name="english.txt")
+    english.delete()
+    KnowledgeBase.objects.filter(pk=kb.pk).update(revision=F("revision") + 1)
+    kb.refresh_from_db()
+    after_delete = {query: _keyword_scores(kb, query) for query in queries}
+    assert all("Eiffel" not in hit.text for hit in search(kb, "tower Paris", mode="keyword", top_k=10))
+    (masked,) = retrieval.keyword_segments(kb)
+    assert masked.ids is whole.ids and len(masked) == len(whole) - len(ENGLISH)  # masked, not rebuilt
+    retrieval.clear_caches()
+    for query in queries:
+        assert _keyword_scores(kb, query) == pytest.approx(after_delete[query])
+    assert Chunk.objects.filter(document=added).count() == 2
+
+
+def test_many_changes_merge_segments_and_still_rank_as_a_full_rebuild(kb):
+    search(kb, "warm up", mode="keyword")
+    for i in range(retrieval.MAX_SEGMENTS + 3):
+        add_document(kb, f"note-{i}.txt", [f"Note {i} mentions water and tower number {i}."], embed=False)
+        search(kb, "water", mode="keyword")
+        assert len(retrieval.keyword_segments(kb)) <= retrieval.MAX_SEGMENTS
+    incremental = _keyword_scores(kb, "water tower")
+    assert len(incremental) == retrieval.MAX_SEGMENTS + 3 + 3  # every note, the tower, photosynthesis, sourdough
+    retrieval.clear_caches()
+    assert _keyword_scores(kb, "water tower") == pytest.approx(incremental)
+
+
 def test_stale_knowledge_base_object_still_sees_the_new_revision(kb):
     stale = KnowledgeBase.objects.get(pk=kb.pk)
     search(stale, "lava", top_k=1)
