@@ -80,37 +80,63 @@ class VectorBackend:
 
 
 class _Matrix:
-    __slots__ = ("ids", "matrix", "rows")
+    __slots__ = ("ids", "matrix", "revision", "rows")
 
-    def __init__(self, ids: np.ndarray, matrix: np.ndarray) -> None:
+    def __init__(self, ids: np.ndarray, matrix: np.ndarray, revision: int) -> None:
         self.ids = ids
         self.matrix = matrix
+        self.revision = revision
         self.rows = {int(chunk_id): row for row, chunk_id in enumerate(ids)}
 
 
 class ExactBackend(VectorBackend):
-    """Every chunk's vector in one float32 matrix per (knowledge base, revision, model); a query is one product."""
+    """Every chunk's vector in one float32 matrix per (knowledge base, model); a query is one product. After a
+    change (the revision moved) only the difference is read: the chunk ids, and the vectors of new chunks."""
 
     name = "exact"
 
     def __init__(self, cache_size: int = 16) -> None:
         self._cache = LRUCache(cache_size)
+        self._lock = threading.Lock()
 
     def _matrix(self, knowledge_base: KnowledgeBase, model: str, dimension: int) -> _Matrix:
-        key = (*_database_key(), knowledge_base.pk, knowledge_base.revision, model, dimension)
+        key = (*_database_key(), knowledge_base.pk, model, dimension)
         cached = self._cache.get(key)
-        if cached is not None:
+        if cached is not None and cached.revision == knowledge_base.revision:
             return cached
-        rows = Chunk.objects.filter(
+        with self._lock:  # one refresh at a time; a thread that waited finds it done
+            cached = self._cache.get(key)
+            if cached is None or cached.revision != knowledge_base.revision:
+                cached = self._cache.put(key, self._refreshed(knowledge_base, model, dimension, cached))
+        return cached
+
+    @staticmethod
+    def _refreshed(knowledge_base: KnowledgeBase, model: str, dimension: int, old: _Matrix | None) -> _Matrix:
+        chunks = Chunk.objects.filter(
             knowledge_base_id=knowledge_base.pk, embedding_model=model, embedding_dim=dimension
-        ).values_list("id", "embedding")
+        ).order_by("id")
+        if old is None:
+            parts = [chunks]
+            keep = np.zeros(0, dtype=bool)
+        else:
+            current = np.fromiter(chunks.values_list("id", flat=True), dtype=np.int64)
+            keep = np.isin(old.ids, current)
+            wanted = np.setdiff1d(current, old.ids, assume_unique=True).tolist()
+            parts = [chunks.filter(id__in=wanted[start : start + 2000]) for start in range(0, len(wanted), 2000)]
         ids, vectors = [], []
-        for chunk_id, embedding in rows.iterator(chunk_size=2000):
-            if embedding is not None and len(embedding) == dimension:
-                ids.append(chunk_id)
-                vectors.append(embedding)
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), dimension)
-        return self._cache.put(key, _Matrix(np.asarray(ids, dtype=np.int64), matrix))
+        for part in parts:
+            for chunk_id, embedding in part.values_list("id", "embedding").iterator(chunk_size=2000):
+                if embedding is not None and len(embedding) == dimension:
+                    ids.append(chunk_id)
+                    vectors.append(embedding)
+        added = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), dimension)
+        if old is None or not keep.any():
+            return _Matrix(np.asarray(ids, dtype=np.int64), added, knowledge_base.revision)
+        return _Matrix(
+            np.concatenate([old.ids[keep], np.asarray(ids, dtype=np.int64)]),
+            np.concatenate([old.matrix[keep], added]),
+            knowledge_base.revision,
+        )
 
     def search(
         self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, k: int

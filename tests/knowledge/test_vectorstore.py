@@ -74,7 +74,7 @@ def test_similarities_for_given_chunks(kb):
     assert ids[9] not in scores  # another model
 
 
-def test_exact_matrix_is_cached_per_revision(kb, django_assert_num_queries):
+def test_exact_matrix_is_kept_until_the_revision_moves(kb, django_assert_num_queries):
     backend = vectorstore.ExactBackend()
     vector = np.asarray(_unit(0, 0, 1), dtype=np.float32)
     backend.search(kb, model="m", vector=vector, k=1)
@@ -94,6 +94,33 @@ def test_exact_matrix_is_cached_per_revision(kb, django_assert_num_queries):
     KnowledgeBase.objects.filter(pk=kb.pk).update(revision=F("revision") + 1)
     kb.refresh_from_db()
     assert len(backend.search(kb, model="m", vector=vector, k=10)) == 5
+
+
+def test_a_change_reads_only_the_new_vectors_and_drops_the_deleted(kb, django_assert_num_queries):
+    backend = vectorstore.ExactBackend()
+    vector = np.asarray(_unit(0, 0.1, 1), dtype=np.float32)
+    backend.search(kb, model="m", vector=vector, k=10)
+    ids = dict(Chunk.objects.filter(knowledge_base=kb).values_list("position", "id"))
+    new = Chunk.objects.create(
+        knowledge_base=kb,
+        document=Document.objects.get(knowledge_base=kb),
+        position=5,
+        text="new",
+        embedding=_unit(0, 0.1, 1),
+        embedding_model="m",
+        embedding_dim=3,
+    )
+    Chunk.objects.filter(pk=ids[3]).delete()
+    KnowledgeBase.objects.filter(pk=kb.pk).update(revision=F("revision") + 1)
+    kb.refresh_from_db()
+    with django_assert_num_queries(2):  # the ids, then the one new vector (not all of them again)
+        hits = backend.search(kb, model="m", vector=vector, k=10)
+    assert hits[0] == (new.pk, pytest.approx(1.0, abs=1e-5))
+    assert sorted(chunk_id for chunk_id, _ in hits) == sorted([ids[0], ids[1], ids[2], new.pk])
+    rebuilt = vectorstore.ExactBackend().search(kb, model="m", vector=vector, k=10)
+    assert [chunk_id for chunk_id, _ in hits] == [chunk_id for chunk_id, _ in rebuilt]
+    assert [score for _, score in hits] == pytest.approx([score for _, score in rebuilt])
+    assert backend.similarities(kb, model="m", vector=vector, chunk_ids=[ids[3], new.pk]).keys() == {new.pk}
 
 
 def test_backend_name_follows_the_column(kb):
