@@ -351,6 +351,7 @@ def scale_test(tenant, source, size: int, queries: dict[str, str], seed: int = 7
             f"  {size} chunks, {mode:7s}: p50 {percentile(times, 50):6.1f} ms  p95 {p95:6.1f} ms  "
             f"(goal p95 < 50 ms: {50 / p95:.2f}x)"
         )
+    measure_refresh(knowledge_base, document, rows, texts[0])
     if connection.vendor == "postgresql":
         from knowledge.embedders import local_embedder
 
@@ -358,6 +359,49 @@ def scale_test(tenant, source, size: int, queries: dict[str, str], seed: int = 7
         queryset = vectorstore.PgvectorBackend()._queryset(knowledge_base, local_embedder().model, vector, 10)
         plan = re.sub(r"'\[[^']*\]'", "'[...]'", queryset.explain())
         print("  plan: " + " | ".join(line.strip() for line in plan.splitlines()[:4]))
+
+
+def measure_refresh(knowledge_base, document, rows, query: str, changed: int = 20) -> None:
+    """The first search after a change (`changed` chunks added and as many deleted, the revision bumped): what a
+    process pays to catch up, per mode, against the first search of all (the full build)."""
+    from django.db.models import F
+
+    from knowledge.models import Chunk, KnowledgeBase
+    from knowledge.retrieval import clear_caches, search
+
+    def first_search(mode: str) -> float:
+        started = time.perf_counter()
+        search(knowledge_base, query, mode=mode, top_k=10)
+        return time.perf_counter() - started
+
+    clear_caches()
+    full = {mode: first_search(mode) for mode in ("keyword", "vector")}
+    top = knowledge_base.chunks.order_by("-position").values_list("position", flat=True).first() or 0
+    added = [
+        Chunk(
+            tenant=knowledge_base.tenant,
+            knowledge_base=knowledge_base,
+            document=document,
+            position=top + 1 + i,
+            text=text,
+            terms=terms,
+            embedding=embedding,
+            embedding_model=model,
+            embedding_dim=dim,
+        )
+        for i, (text, terms, embedding, model, dim) in enumerate(rows[:changed])
+    ]
+    Chunk.objects.bulk_create(added)
+    Chunk.objects.filter(
+        pk__in=list(knowledge_base.chunks.order_by("id").values_list("id", flat=True)[:changed])
+    ).delete()
+    KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(revision=F("revision") + 1)
+    knowledge_base.refresh_from_db()
+    for mode in ("keyword", "vector"):
+        print(
+            f"  first {mode} search: {full[mode] * 1000:.0f} ms cold, {first_search(mode) * 1000:.0f} ms after "
+            f"+{changed}/-{changed} chunks (the process reads only the difference)"
+        )
 
 
 def main() -> None:
