@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -12,16 +11,14 @@ from django.views.decorators.http import require_GET
 
 from chat.markdown import render_markdown
 from plans.selectors import plan_for_tenant, plan_log_entries, record_for_tenant
+from tenants.decorators import may_administer, tenant_required
 
 
-@login_required
+@tenant_required
 @require_GET
 def record_detail(request: HttpRequest, record_id: uuid.UUID) -> HttpResponse:
     """The record rendered as HTML; ?download=1 (or ?format=md) gives the raw Markdown as a file."""
-    tenant = getattr(request, "tenant", None)
-    if tenant is None:
-        raise Http404("No active tenant.")
-    record = record_for_tenant(tenant=tenant, record_id=record_id)
+    record = record_for_tenant(tenant=request.tenant, record_id=record_id)
     if record is None:
         raise Http404("No such record.")
     if request.GET.get("download") or request.GET.get("format") == "md":
@@ -34,17 +31,13 @@ def record_detail(request: HttpRequest, record_id: uuid.UUID) -> HttpResponse:
     )
 
 
-@login_required
+@tenant_required
 @require_GET
 def plan_log(request: HttpRequest, plan_id: uuid.UUID) -> HttpResponse:
     """The plan's log (O1) for owners and admins of its tenant; ?step=N shows one step's rows."""
-    tenant = getattr(request, "tenant", None)
-    if tenant is None:
-        raise Http404("No active tenant.")
-    membership = getattr(request, "membership", None)
-    if membership is None or not membership.can_administer:
+    if not may_administer(request):
         raise PermissionDenied("Only the tenant's owners and admins read plan logs.")
-    plan = plan_for_tenant(tenant=tenant, plan_id=plan_id)
+    plan = plan_for_tenant(tenant=request.tenant, plan_id=plan_id)
     if plan is None:
         raise Http404("No such plan.")
     raw = request.GET.get("step", "")
