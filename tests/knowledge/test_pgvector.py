@@ -26,13 +26,6 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    retrieval.clear_caches()
-    yield
-    retrieval.clear_caches()
-
-
 @pytest.fixture
 def kb(pgvector_db, in_tenant):
     knowledge_base = KnowledgeBase.objects.create(name="facts")

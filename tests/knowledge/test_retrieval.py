@@ -50,13 +50,6 @@ def add_document(knowledge_base: KnowledgeBase, name: str, texts: list[str], *, 
     return document
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    retrieval.clear_caches()
-    yield
-    retrieval.clear_caches()
-
-
 @pytest.fixture
 def kb(in_tenant):
     knowledge_base = KnowledgeBase.objects.create(name="facts")

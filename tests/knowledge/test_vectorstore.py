@@ -6,20 +6,25 @@ import numpy as np
 import pytest
 from django.db.models import F
 
-from knowledge import retrieval, vectorstore
+from knowledge import vectorstore
 from knowledge.models import Chunk, Document, KnowledgeBase
-
-
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    retrieval.clear_caches()
-    yield
-    retrieval.clear_caches()
 
 
 def _unit(*values: float) -> tuple[float, ...]:
     vector = np.asarray(values, dtype=np.float32)
     return tuple((vector / np.linalg.norm(vector)).tolist())
+
+
+def _chunk(document: Document, position: int, vector: tuple[float, ...], *, text: str = "new", model: str = "m"):
+    return Chunk.objects.create(
+        knowledge_base_id=document.knowledge_base_id,
+        document=document,
+        position=position,
+        text=text,
+        embedding=vector,
+        embedding_model=model,
+        embedding_dim=len(vector),
+    )
 
 
 @pytest.fixture
@@ -28,24 +33,8 @@ def kb(in_tenant):
     document = Document.objects.create(knowledge_base=knowledge_base, name="d.txt", file="d.txt", file_type="txt")
     vectors = [_unit(1, 0, 0), _unit(1, 1, 0), _unit(0, 1, 0), _unit(0, 0, 1)]
     for position, vector in enumerate(vectors):
-        Chunk.objects.create(
-            knowledge_base=knowledge_base,
-            document=document,
-            position=position,
-            text=f"chunk {position}",
-            embedding=vector,
-            embedding_model="m",
-            embedding_dim=3,
-        )
-    Chunk.objects.create(
-        knowledge_base=knowledge_base,
-        document=document,
-        position=9,
-        text="other model",
-        embedding=_unit(1, 0, 0),
-        embedding_model="other",
-        embedding_dim=3,
-    )
+        _chunk(document, position, vector, text=f"chunk {position}")
+    _chunk(document, 9, _unit(1, 0, 0), text="other model", model="other")
     return knowledge_base
 
 
@@ -81,15 +70,7 @@ def test_exact_matrix_is_kept_until_the_revision_moves(kb, django_assert_num_que
     with django_assert_num_queries(0):
         backend.search(kb, model="m", vector=vector, k=1)
     document = Document.objects.get(knowledge_base=kb)
-    Chunk.objects.create(
-        knowledge_base=kb,
-        document=document,
-        position=5,
-        text="new",
-        embedding=_unit(0, 0.1, 1),
-        embedding_model="m",
-        embedding_dim=3,
-    )
+    _chunk(document, 5, _unit(0, 0.1, 1))
     assert len(backend.search(kb, model="m", vector=vector, k=10)) == 4  # same revision: the cached matrix
     KnowledgeBase.objects.filter(pk=kb.pk).update(revision=F("revision") + 1)
     kb.refresh_from_db()
@@ -101,15 +82,7 @@ def test_a_change_reads_only_the_new_vectors_and_drops_the_deleted(kb, django_as
     vector = np.asarray(_unit(0, 0.1, 1), dtype=np.float32)
     backend.search(kb, model="m", vector=vector, k=10)
     ids = dict(Chunk.objects.filter(knowledge_base=kb).values_list("position", "id"))
-    new = Chunk.objects.create(
-        knowledge_base=kb,
-        document=Document.objects.get(knowledge_base=kb),
-        position=5,
-        text="new",
-        embedding=_unit(0, 0.1, 1),
-        embedding_model="m",
-        embedding_dim=3,
-    )
+    new = _chunk(Document.objects.get(knowledge_base=kb), 5, _unit(0, 0.1, 1))
     Chunk.objects.filter(pk=ids[3]).delete()
     KnowledgeBase.objects.filter(pk=kb.pk).update(revision=F("revision") + 1)
     kb.refresh_from_db()
