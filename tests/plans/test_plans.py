@@ -144,9 +144,8 @@ async def test_interrupt_and_resume_runs_completed_steps_once(tenant, setup, scr
     assert steps[1].result["output"] == "written for Paris"
 
 
-async def test_the_ask_timeout_resumes_with_the_no_reply_text(tenant, setup, scripted_llm):
-    from plans.tasks import NO_REPLY, plan_ask_timeout
-
+async def _plan_waiting_for_the_writer(tenant, setup, scripted_llm):
+    """A plan whose Writer step asked the user (the answer "not replied" makes it write a default)."""
     scripted_llm.set_rules(
         {"when": {"has_tool_results": False, "system_prompt": "PLANNER"}, "reply": {"tool_calls": [PLAN]}},
         {"when": {"system_prompt": "AGENT Finder"}, "reply": {"text": "found it"}},
@@ -157,6 +156,13 @@ async def test_the_ask_timeout_resumes_with_the_no_reply_text(tenant, setup, scr
     conversation = await setup()
     await user_turn(tenant, conversation, "Do it")
     plan, _steps = await database_sync_to_async(_plan)(tenant)
+    return conversation, plan
+
+
+async def test_the_ask_timeout_resumes_with_the_no_reply_text(tenant, setup, scripted_llm):
+    from plans.tasks import NO_REPLY, plan_ask_timeout
+
+    _conversation, plan = await _plan_waiting_for_the_writer(tenant, setup, scripted_llm)
     assert await asyncio.to_thread(plan_ask_timeout, plan.pk) is True
     plan, _steps = await database_sync_to_async(_plan)(tenant)
     assert plan.status == "completed" and plan.userQuery == NO_REPLY
@@ -189,16 +195,7 @@ async def test_the_ask_timeout_streams_its_turn_and_yields_to_a_running_user_tur
     from chat.streams import get_frame_log
     from plans.tasks import NO_REPLY, plan_ask_timeout
 
-    scripted_llm.set_rules(
-        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"}, "reply": {"tool_calls": [PLAN]}},
-        {"when": {"system_prompt": "AGENT Finder"}, "reply": {"text": "found it"}},
-        {"when": {"system_prompt": "AGENT Writer", "last_message": "not replied"}, "reply": {"text": "default"}},
-        {"when": {"system_prompt": "AGENT Writer"}, "reply": {"tool_calls": [call("pl_ask", {})]}},
-        {"when": {}, "reply": {"text": "All done."}},
-    )
-    conversation = await setup()
-    await user_turn(tenant, conversation, "Do it")
-    plan, _steps = await database_sync_to_async(_plan)(tenant)
+    conversation, plan = await _plan_waiting_for_the_writer(tenant, setup, scripted_llm)
     log = get_frame_log()
 
     # The user's answer is being handled (its turn holds the conversation): the timeout leaves the plan alone.
