@@ -8,6 +8,7 @@ class AgentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from agents import toolloop  # noqa: F401 - the turn runner of chat and ReAct agents
         from agents.demo import seed_demo_agents
         from agents.tools import builtin  # noqa: F401 - registers the built-in tools
         from agents.workflows import agent_kind  # noqa: F401 - the workflow agent kind and the seed's functions

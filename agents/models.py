@@ -207,6 +207,7 @@ class WorkflowRunStatus(models.TextChoices):
     COMPLETED = "completed", _("completed")
     INTERRUPTED = "interrupted", _("waiting for the user")
     FAILED = "failed", _("failed")
+    STOPPED = "stopped", _("stopped")
 
 
 class WorkflowRun(TenantOwned):

@@ -1,146 +1,247 @@
-"""The turn runtime: one chat turn from a stored user message to a stored assistant message, as stream frames.
+"""The turn contract: one turn, from a stored user message to a stored reply, whatever the agent's kind.
 
-`run_turn` reads the conversation's configuration and context (one database hop), streams the model's reply through
-`llm.client.stream_chat` and writes each piece to a `Sink` as a frame (no database work per delta), then stores the
-reply (one hop). The sink is the surface's business: the chat websocket logs and broadcasts frames, a test collects
-them. The runtime never imports the surface (floor 3 sits below chat/).
+`run_turn` reads the agent's configuration and the turn's tool context (one database hop), builds a `TurnContext`
+and hands it to the `TurnRunner` registered for the agent's kind (chat and ReAct agents: agents.toolloop; workflow
+agents: agents.workflows.agent_kind; planners: plans.planner). A runner writes typed frames (agents.frames) to the
+context's sink and returns a `TurnResult`. The base class turns every failure into the same ending: the user's
+message stays stored, what arrived is stored with the error code, and one error frame ends the turn; a set stop
+signal ends it `stopped`.
 
-Frames (the surface adds `seq`, and may replace `content` of the done frame with rendered `html`):
-delta, tool (started/completed), step, done, error; see docs/stream-protocol.md.
+The sink is the surface's business (the chat websocket logs and broadcasts frames, an API collects them); the
+runtime never imports a surface.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from agents import frames
+from agents.config import AgentConfig, conversation_config
+from core.db import database_sync_to_async
 from llm import errors
-from llm.client import database_sync_to_async
 from llm.errors import LLMError
-from llm.models import ModelProvider
-from llm.selectors import default_provider
-from memory.models import Conversation, Message, MessageStatus
-from memory.services import assistant_message_finish, context_build
+from memory.models import Conversation, ConversationContext, Message, MessageStatus
+from memory.services import assistant_message_finish
+
+if TYPE_CHECKING:
+    from tenants.models import Tenant
 
 logger = logging.getLogger("agents.runtime")
+
+# Platform-written text (a question, a workflow's output) goes out in pieces of this many characters, as a model's
+# reply would.
+SAY_CHUNK_CHARS = 16
 
 
 class Sink(Protocol):
     """Where a turn writes its frames. `emit` returns the frame as delivered (with `seq`, when the sink numbers)."""
 
-    async def emit(self, frame: dict[str, Any]) -> dict[str, Any]: ...
+    async def emit(self, frame: frames.Frame) -> dict[str, Any]: ...
+
+
+class TurnStatus(StrEnum):
+    COMPLETED = "completed"
+    # The agent asked the user (a tool, a workflow step, a plan step): the next message answers.
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+    STOPPED = "stopped"
 
 
 @dataclass(frozen=True)
-class TurnSetup:
-    """What one turn needs, read in one database hop before the model is called."""
+class Usage:
+    """Tokens the turn's model calls used (provider-reported where given), and the last call's record id."""
 
-    provider: ModelProvider | None
-    model: str
-    temperature: float | None
-    messages: list[dict[str, Any]]
-    strategy: dict[str, Any]
-    tools: list[Any] = field(default_factory=list)
-    text_protocol: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_call_id: int | None = None
+
+    def plus(self, prompt_tokens: int, completion_tokens: int, llm_call_id: int | None = None) -> Usage:
+        return Usage(
+            self.prompt_tokens + prompt_tokens,
+            self.completion_tokens + completion_tokens,
+            llm_call_id if llm_call_id is not None else self.llm_call_id,
+        )
+
+    def __add__(self, other: Usage) -> Usage:
+        return self.plus(other.prompt_tokens, other.completion_tokens, other.llm_call_id)
+
+    def frame(self) -> dict[str, int]:
+        return frames.usage_dict(self.prompt_tokens, self.completion_tokens)
+
+    def stored(self) -> dict[str, Any]:
+        """As Message.usage keeps it."""
+        return {**self.frame(), "llm_call_id": self.llm_call_id}
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How a turn ended: the stored reply, its status and the tokens it used. `data` is the agentChatResponse data
+    (a workflow's run, a plan step's record) and `error_code` the llm.errors code of a failed or stopped turn."""
+
+    message: Message
+    status: TurnStatus
+    usage: Usage = Usage()
+    data: dict[str, Any] = field(default_factory=dict)
+    error_code: str = ""
+
+
+@dataclass
+class TurnContext:
+    """One turn: where it runs, with what configuration, where its frames go, and the signal that stops it."""
+
+    conversation: Conversation
+    user_message: Message
+    config: AgentConfig
+    sink: Sink
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    # The conversation's tool context (A5) as the turn starts; runners keep it current with invoke_tool's merge.
     tool_context: dict[str, Any] = field(default_factory=dict)
-    language: str = "en"
+    index: int = 0
+    # What the context's overflow strategy did this turn (the done frame reports it); set by runners that build one.
+    strategy: dict[str, Any] | None = None
+    usage: Usage = Usage()
+    _text: list[str] = field(default_factory=list)
+
+    @property
+    def tenant(self) -> Tenant:
+        return self.conversation.tenant
+
+    @property
+    def user_id(self) -> int:
+        return self.conversation.user_id
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop.is_set()
+
+    @property
+    def text(self) -> str:
+        """The reply text streamed so far (since the last `restart_text`)."""
+        return "".join(self._text)
+
+    def restart_text(self) -> None:
+        """A new model call begins: what the previous one wrote is no longer the reply in progress."""
+        self._text = []
+
+    def count(self, prompt_tokens: int, completion_tokens: int, llm_call_id: int | None = None) -> None:
+        self.usage = self.usage.plus(prompt_tokens, completion_tokens, llm_call_id)
+
+    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+        return await self.sink.emit(frame)
+
+    async def delta(self, text: str) -> None:
+        """A piece of the reply."""
+        self._text.append(text)
+        await self.sink.emit(frames.Delta(index=self.index, content=text))
+
+    async def say(self, text: str) -> None:
+        """Text the platform writes as the reply (a question, a workflow's output), streamed in pieces."""
+        for start in range(0, len(text), SAY_CHUNK_CHARS):
+            await self.delta(text[start : start + SAY_CHUNK_CHARS])
+
+    async def finish(
+        self,
+        text: str,
+        *,
+        status: TurnStatus = TurnStatus.COMPLETED,
+        intent: str = "chat",
+        data: dict[str, Any] | None = None,
+    ) -> TurnResult:
+        """Store `text` as the reply and end the turn: a step frame with the agentChatResponse, then done."""
+        message = await database_sync_to_async(assistant_message_finish)(
+            conversation=self.conversation, content=text, usage=self.usage.stored()
+        )
+        data = data or {}
+        await self.sink.emit(
+            frames.Step.response(index=self.index, status=str(status), content=text, intent=intent, data=data)
+        )
+        await self.sink.emit(
+            frames.Done(index=self.index, message_id=message.pk, status=MessageStatus.COMPLETE,
+                        usage=self.usage.frame(), content=text, strategy=self.strategy)
+        )  # fmt: skip
+        return TurnResult(message=message, status=status, usage=self.usage, data=data)
+
+    async def fail(self, code: str, text: str | None = None, *, emit: bool = True) -> TurnResult:
+        """End the turn failed (or stopped, for `cancelled`): what arrived is stored with the code, a partial reply
+        gets its done frame, then one error frame. The user's message stays stored either way."""
+        text = self.text if text is None else text
+        message = await database_sync_to_async(assistant_message_finish)(
+            conversation=self.conversation, content=text, error_code=code, usage=self.usage.stored()
+        )
+        status = TurnStatus.STOPPED if code == errors.CANCELLED else TurnStatus.FAILED
+        result = TurnResult(message=message, status=status, usage=self.usage, error_code=code)
+        if not emit:
+            return result
+        partial = message.status == MessageStatus.PARTIAL
+        if partial:
+            await self.sink.emit(
+                frames.Done(index=self.index, message_id=message.pk, status=MessageStatus.PARTIAL,
+                            usage=frames.usage_dict(), content=text, strategy=self.strategy)
+            )  # fmt: skip
+        await self.sink.emit(
+            frames.Error(index=self.index, code=code, message=errors.message_for(code),
+                         message_id=message.pk if partial else None, user_message_id=self.user_message.pk)
+        )  # fmt: skip
+        return result
 
 
-def _snapshot(conversation: Conversation) -> dict[str, Any]:
-    version = conversation.version
-    return version.snapshot if version is not None else conversation.agent.snapshot()
+class TurnRunner:
+    """Answers the turns of one or more agent kinds. Subclasses implement `run`; `execute` is the one entry point,
+    and gives every runner the same ending for model errors, unexpected failures, Stop and cancellation."""
+
+    kinds: ClassVar[tuple[str, ...]] = ()
+
+    async def run(self, turn: TurnContext) -> TurnResult:
+        """Answer `turn.user_message`: write frames through `turn` and end with `turn.finish(...)` (or raise
+        LLMError, which becomes a failed turn with its code)."""
+        raise NotImplementedError
+
+    async def execute(self, turn: TurnContext) -> TurnResult:
+        try:
+            if turn.stopped:
+                raise LLMError(errors.CANCELLED)
+            return await self.run(turn)
+        except LLMError as exc:
+            return await turn.fail(exc.code, exc.partial_text or turn.text)
+        except asyncio.CancelledError:
+            await asyncio.shield(turn.fail(errors.CANCELLED, emit=False))
+            raise
+        except Exception:
+            logger.exception("turn failed conversation=%s kind=%s", turn.conversation.pk, turn.config.kind)
+            return await turn.fail(errors.PROVIDER_ERROR)
 
 
-def _language(snapshot: dict[str, Any]) -> str:
-    """The conversation's language for tool descriptions: Chinese when the agent's prompt is, else the active one."""
-    from django.utils.translation import get_language
-
-    prompt = snapshot.get("system_prompt") or ""
-    if any("\u4e00" <= char <= "\u9fff" for char in prompt):
-        return "zh-hans"
-    return get_language() or "en"
-
-
-KNOWLEDGE_TOOL = "plugin_ai_knowledge_base_query"
-
-
-def _stored_tool_context(conversation: Conversation) -> dict[str, Any]:
-    # Read afresh: conversation.context may be a cached instance from an earlier turn.
-    from memory.models import ConversationContext
-
-    value = ConversationContext.objects.filter(conversation=conversation).values_list("tool_context", flat=True).first()
-    return value if isinstance(value, dict) else {}
-
-
-def turn_setup(*, conversation: Conversation) -> TurnSetup:
-    """The model, its parameters, the agent's tools and the context (one system message first) of the next turn.
-
-    For a model whose provider entry says `function_calling: false`, the agent's tools are offered through seed 1's
-    text protocol: its prompt becomes the system prompt and the history is written in the protocol's text.
-    """
-    from agents import textprotocol
-    from agents.tools import tools_for
-
-    snapshot = _snapshot(conversation)
-    tenant = conversation.tenant  # loaded here, so the async caller reads it without a query
-    provider = conversation.provider or default_provider(tenant=tenant)
-    model = conversation.model or snapshot.get("model") or (provider.default_chat_model if provider else "")
-    tool_names = list(snapshot.get("tools") or [])
-    if snapshot.get("knowledge_base_ids") and KNOWLEDGE_TOOL not in tool_names:
-        tool_names.append(KNOWLEDGE_TOOL)  # an agent with knowledge bases can always search them
-    tools = tools_for(tool_names)
-    language = _language(snapshot)
-    text_protocol = bool(tools) and provider is not None and not provider.supports_function_calling(model)
-    prompt = snapshot.get("system_prompt") or ""
-    if text_protocol:
-        prompt = textprotocol.system_prompt(role=prompt, tools=tools, language=language)
-    built = context_build(conversation=conversation, system_prompt=prompt, model=model)
-    window = built.window
-    messages = textprotocol.to_text_messages(built.messages) if text_protocol else built.messages
-    context = conversation.context
-    strategy = {
-        "name": context.strategy,
-        "triggered": window.triggered,
-        "tokens_saved": window.tokens_saved,
-        "summarized": bool(window.summarize_ids),
-    }
-    temperature = snapshot.get("temperature")
-    return TurnSetup(
-        provider=provider,
-        model=model,
-        temperature=float(temperature) if temperature is not None else None,
-        messages=messages,
-        strategy=strategy,
-        tools=tools,
-        text_protocol=text_protocol,
-        tool_context=dict(_stored_tool_context(conversation) if tools else {}),
-        language=language,
-    )
-
-
-def _no_provider() -> LLMError:
-    from django.utils.translation import gettext
-
-    return LLMError(
-        errors.BAD_REQUEST,
-        gettext("This tenant has no model provider: add one in Models > Model providers."),
-    )
-
-
-TurnRunner = Callable[..., Awaitable[Message]]
 _runners: dict[str, TurnRunner] = {}
 
 
-def register_turn_runner(kind: str, runner: TurnRunner) -> None:
-    """Let `runner` answer the turns of agents of `kind`. It is called with the keywords of `run_turn`."""
-    _runners[kind] = runner
+def register_runner(runner: TurnRunner) -> TurnRunner:
+    """Let `runner` answer the turns of agents of its kinds (called from an app's ready(), or at import)."""
+    for kind in runner.kinds:
+        _runners[kind] = runner
+    return runner
 
 
-def _agent_kind(conversation: Conversation) -> str:
-    return str(_snapshot(conversation).get("kind") or "chat")
+def runner_for(kind: str) -> TurnRunner:
+    """The runner of `kind`; an unknown kind (an old version's) is answered as a chat agent."""
+    from agents.models import AgentKind
+
+    runner = _runners.get(kind) or _runners.get(AgentKind.CHAT)
+    if runner is None:
+        raise LookupError(f"No turn runner is registered for agents of kind {kind!r}.")
+    return runner
+
+
+def _turn_setup(conversation: Conversation) -> tuple[AgentConfig, dict[str, Any]]:
+    config = conversation_config(conversation)
+    conversation.tenant  # noqa: B018 - loaded here, so async runners read it without a query
+    # Read afresh: conversation.context may be a cached instance from an earlier turn.
+    stored = ConversationContext.objects.filter(conversation=conversation).values_list("tool_context", flat=True)
+    tool_context = stored.first()
+    return config, tool_context if isinstance(tool_context, dict) else {}
 
 
 async def run_turn(
@@ -150,60 +251,21 @@ async def run_turn(
     sink: Sink,
     stop: asyncio.Event | None = None,
     index: int = 0,
-) -> Message:
-    """Answer the stored `user_message`: stream frames to `sink`, store and return the assistant message.
+) -> TurnResult:
+    """Answer the stored `user_message` through the runner of the conversation's agent kind.
 
-    The runner registered for the agent's kind (from the conversation's version snapshot) does the work; chat and
-    ReAct agents, and any unregistered kind, use the tool loop (agents.toolloop). Never raises for a model
-    failure: the reply is stored partial (or as an error) with its code and an error frame ends the turn. Setting
-    `stop` ends the reply at the next chunk with code `cancelled`. Cancelling the task stores what arrived (code
-    `cancelled`) and re-raises.
+    Never raises for a failure of the model, a tool or the runner: the result says `failed` (or `stopped` when
+    `stop` was set) and the sink got the error frame. Cancelling the task stores what arrived (code `cancelled`)
+    and re-raises.
     """
-    from agents.toolloop import run_tool_loop
-
-    kind = await database_sync_to_async(_agent_kind)(conversation)
-    runner = _runners.get(kind, run_tool_loop)
-    return await runner(conversation=conversation, user_message=user_message, sink=sink, stop=stop, index=index)
-
-
-async def _failed(
-    conversation: Conversation,
-    user_message: Message,
-    sink: Sink,
-    index: int,
-    text: str,
-    code: str,
-    *,
-    setup: TurnSetup | None,
-    emit: bool = True,
-) -> Message:
-    """Store what arrived with the error code; tell the sink (a done frame for partial text, then the error)."""
-    message = await database_sync_to_async(assistant_message_finish)(
-        conversation=conversation, content=text, error_code=code
+    config, tool_context = await database_sync_to_async(_turn_setup)(conversation)
+    turn = TurnContext(
+        conversation=conversation,
+        user_message=user_message,
+        config=config,
+        sink=sink,
+        stop=stop if stop is not None else asyncio.Event(),
+        tool_context=tool_context,
+        index=index,
     )
-    if not emit:
-        return message
-    partial = message.status == MessageStatus.PARTIAL
-    if partial:
-        await sink.emit(
-            {
-                "type": "done",
-                "index": index,
-                "message_id": message.pk,
-                "status": MessageStatus.PARTIAL,
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0},
-                "content": text,
-                "strategy": setup.strategy if setup is not None else None,
-            }
-        )
-    await sink.emit(
-        {
-            "type": "error",
-            "index": index,
-            "code": code,
-            "message": errors.message_for(code),
-            "message_id": message.pk if partial else None,
-            "user_message_id": user_message.pk,
-        }
-    )
-    return message
+    return await runner_for(config.kind).execute(turn)

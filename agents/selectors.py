@@ -33,8 +33,9 @@ def agent_versions(*, agent: Agent) -> list[AgentVersion]:
 
 
 def agent_conversations_of_user(*, agent: Agent, user, limit: int = 20) -> list[Conversation]:
-    """The user's own conversations with the agent, newest first (never another member's)."""
-    return list(Conversation.objects.filter(agent=agent, user=user).order_by("-updated_at")[:limit])
+    """The user's own conversations with the agent, newest first (never another member's, nor a plan step's)."""
+    conversations = Conversation.objects.filter(agent=agent, user=user, parent__isnull=True)
+    return list(conversations.order_by("-updated_at")[:limit])
 
 
 def agent_conversation_count(*, agent: Agent) -> int:

@@ -8,7 +8,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Max
 
+from agents.config import agent_config
 from agents.models import Agent, AgentVersion
+from memory.models import Conversation
+from memory.services import conversation_create
 from tenants.models import Tenant
 
 EDITABLE_FIELDS = (
@@ -98,3 +101,22 @@ def agent_ensure(*, tenant: Tenant, spec: dict[str, Any]) -> tuple[Agent, bool]:
         agent_publish(agent=agent, user=None)
         return agent, True
     return agent, False
+
+
+def conversation_start(
+    *, agent: Agent, user: AbstractBaseUser, title: str = "", parent: Conversation | None = None
+) -> Conversation:
+    """Start a conversation on the agent's published version (else its draft), freezing its model and overflow
+    strategy; `parent` marks a plan step's internal conversation."""
+    version = agent.published_version()
+    config = agent_config(agent=agent, version=version)
+    return conversation_create(
+        agent=agent,
+        version=version,
+        user=user,
+        provider=config.provider,
+        model=config.model,
+        overflow_config=config.overflow,
+        title=title,
+        parent=parent,
+    )

@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
@@ -24,6 +24,7 @@ from agents.selectors import (
     agent_versions,
 )
 from agents.services import agent_create, agent_publish, agent_update
+from memory.links import conversation_page, conversation_page_registered
 from memory.selectors import overflow_metrics_for_agent
 from tenants.decorators import administrators_only, may_administer, tenant_required
 
@@ -94,18 +95,13 @@ def agent_edit(request: HttpRequest, agent_id: int) -> HttpResponse:
 def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = _agent_or_404(agent_id)
     versions = agent_versions(agent=agent)
-    conversations = []
-    # The chat page lives on a floor above; its conversation list appears here once it exists.
-    try:
-        reverse("chat:conversation", args=[1])
-        chat_available = True
-    except NoReverseMatch:
-        chat_available = False
-    if chat_available:
-        conversations = [
-            (conversation, reverse("chat:conversation", args=[conversation.pk]))
-            for conversation in agent_conversations_of_user(agent=agent, user=request.user)
-        ]
+    # The chat page lives on a floor above: it registers where a conversation is read (memory.links).
+    conversations = [
+        (conversation, url)
+        for conversation in agent_conversations_of_user(agent=agent, user=request.user)
+        if (url := conversation_page(conversation)) is not None
+    ]
+    chat_available = conversation_page_registered()
     return render(
         request,
         "agents/detail.html",

@@ -51,11 +51,10 @@ def median_ms(samples: list[float]) -> float:
 def build_conversation(count: int):
     from django.db import connection
 
-    from agents.services import agent_create
+    from agents.services import agent_create, conversation_start
     from llm.services import provider_ensure_demo
     from memory import overflow
     from memory.models import ConversationContext, Message
-    from memory.services import conversation_start
     from tenants.services import tenant_ensure, user_ensure
 
     tenant = tenant_ensure(slug="bench-context", name="Bench context")

@@ -8,9 +8,15 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.urls import reverse
+
         from chat.turns import run_server_turn
+        from memory.links import register_conversation_page
         from plans.tasks import register_server_turn
         from tenants.navigation import HomeCard, register_card
+
+        # The agent pages (a floor below) link to conversations through memory.links.
+        register_conversation_page(lambda conversation: reverse("chat:conversation", args=[conversation.pk]))
 
         # The plan ask timeout's "no reply" runs as a chat turn: streamed to open pages, never beside the user's.
         register_server_turn(run_server_turn)

@@ -12,15 +12,15 @@ from django.conf import settings
 from django.utils.translation import get_supported_language_variant, gettext, override
 from django.utils.translation.trans_real import parse_accept_lang_header
 
+from agents import frames
 from chat import turns
-from chat.markdown import render_markdown
+from chat.sinks import page_frame
 from chat.streams import get_frame_log, group_name
+from core.db import database_sync_to_async
 from llm import errors
-from llm.client import database_sync_to_async
 from memory.models import Conversation
-from memory.selectors import conversation_get
+from memory.selectors import access_conversation
 from tenants.consumers import TenantScopedJsonConsumer
-from tenants.models import Role
 
 # A socket that has not said where to resume from (catch_up) within this delay gets live frames from its connect.
 SYNC_DELAY_SECONDS = 1.0
@@ -29,16 +29,11 @@ MAX_CLIENT_ID_CHARS = 100
 
 
 def _conversation_for(*, user: Any, membership: Any, conversation_id: int) -> Conversation | None:
-    """The scope's conversation if `user` may chat in it: its owner, or an owner/admin of the tenant."""
-    is_admin = membership is not None and membership.role in (Role.OWNER, Role.ADMIN)
+    """The conversation if `user` may open it (memory.selectors.access_conversation: the chat page's rule too)."""
     try:
-        conversation = conversation_get(conversation_id=conversation_id, user=None if is_admin else user)
+        return access_conversation(conversation_id=conversation_id, user=user, membership=membership)
     except Conversation.DoesNotExist:
         return None
-    # Loaded now: the turn reads them from async code.
-    for name in ("tenant", "agent", "version", "provider"):
-        getattr(conversation, name)
-    return conversation
 
 
 def _language(scope: dict[str, Any]) -> str:
@@ -86,14 +81,8 @@ class ChatConsumer(TenantScopedJsonConsumer):
         self.connect_seq = await self.log.last_seq(conversation.pk)
         await self.accept()
         running = await self.log.running_turn(conversation.pk)
-        await self.send_json(
-            {
-                "type": "hello",
-                "conversation_id": conversation.pk,
-                "last_seq": self.connect_seq,
-                "running": running is not None,
-            }
-        )
+        hello = frames.Hello(conversation_id=conversation.pk, last_seq=self.connect_seq, running=running is not None)
+        await self.send_json(hello.as_dict())
         self._sync_timer = asyncio.get_running_loop().create_task(self._sync_later())
 
     async def _sync_later(self) -> None:
@@ -142,6 +131,9 @@ class ChatConsumer(TenantScopedJsonConsumer):
         ):
             await self._reject(errors.BAD_REQUEST, client_id=client_id if isinstance(client_id, str) else None)
             return
+        if self.conversation.parent_id is not None:  # a plan step's conversation is read-only
+            await self._reject(errors.BAD_REQUEST, client_id=client_id)
+            return
         submission = await turns.submit_user_message(conversation=self.conversation, client_id=client_id, content=text)
         if submission.outcome == "busy":
             await self._reject("busy", client_id=client_id)
@@ -155,54 +147,41 @@ class ChatConsumer(TenantScopedJsonConsumer):
                 await self._send_frame(frame, replay=True)
             return
         message, reply = submission.message, submission.reply
-        await self.send_json(
-            {
-                "seq": None,
-                "type": "user_message",
-                "index": 0,
-                "message_id": message.pk,
-                "client_id": client_id,
-                "content": message.content,
-                "duplicate": True,
-            }
-        )
+        echo = frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content, duplicate=True)
+        await self._send_own(echo)
         if reply is not None:
             usage = reply.usage or {}
-            await self.send_json(
-                {
-                    "seq": None,
-                    "type": "done",
-                    "index": 0,
-                    "message_id": reply.pk,
-                    "status": reply.status,
-                    "usage": {
-                        "prompt_tokens": usage.get("prompt_tokens", 0),
-                        "completion_tokens": usage.get("completion_tokens", 0),
-                    },
-                    "html": str(render_markdown(reply.content)),
-                    "strategy": None,
-                    "duplicate": True,
-                }
+            done = frames.Done(
+                message_id=reply.pk,
+                status=reply.status,
+                usage=frames.usage_dict(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
+                content=reply.content,
+                duplicate=True,
             )
+            await self._send_own(done)
 
-    async def _reject(self, code: str, **extra: Any) -> None:
+    async def _send_own(self, frame: frames.Frame) -> None:
+        """A frame for this socket only, not of the conversation: `seq` is null and the log does not keep it."""
+        await self.send_json({"seq": None, **page_frame(frame)})
+
+    async def _reject(self, code: str, client_id: str | None = None) -> None:
         """An error for this socket only (not a frame of the conversation: seq is null)."""
         if code == "busy":
             with override(self.language):
                 text = gettext("The agent is still answering. Wait for the reply or stop it, then send again.")
         else:
             text = errors.message_for(code, self.language)
-        await self.send_json({"seq": None, "type": "error", "index": 0, "code": code, "message": text, **extra})
+        await self._send_own(frames.Error(code=code, message=text, client_id=client_id))
 
     async def _replay(self, after_seq: int) -> None:
         """Send every kept frame with seq > after_seq, in order; then live frames continue after the last one."""
         last = await self.log.last_seq(self.conversation.pk)
         after_seq = min(after_seq, last)  # a counter that restarted (store flushed): resume from its present
-        frames = await self.log.after(self.conversation.pk, after_seq)
-        if frames and frames[0]["seq"] > after_seq + 1:
-            await self.send_json({"seq": None, "type": "gap", "after_seq": after_seq, "first_seq": frames[0]["seq"]})
+        logged = await self.log.after(self.conversation.pk, after_seq)
+        if logged and logged[0]["seq"] > after_seq + 1:
+            await self._send_own(frames.Gap(after_seq=after_seq, first_seq=logged[0]["seq"]))
         self.sent_seq = after_seq
-        for frame in frames:
+        for frame in logged:
             await self._send_frame(frame, replay=True)
         held, self.held, self.synced = self.held, [], True
         for frame in held:

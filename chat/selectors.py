@@ -3,36 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AbstractBaseUser
 
 from agents.models import Agent
-from chat.markdown import render_markdown
 from chat.streams import get_frame_log
+from core.markdown import render_markdown
 from llm.errors import message_for
 from memory.models import Conversation, ConversationContext, Message, MessageStatus, Role
 from memory.overflow import STRATEGY_SUMMARIZE
+from plans.models import Plan
 
 
 def conversation_list(*, user: AbstractBaseUser) -> list[Conversation]:
     """The scope's conversations of `user`, newest first (admins open others' by URL, the list shows their own)."""
-    return list(Conversation.objects.filter(user=user).select_related("agent").order_by("-updated_at", "-pk")[:200])
+    conversations = Conversation.objects.filter(user=user, parent__isnull=True)  # a plan step's are internal
+    return list(conversations.select_related("agent").order_by("-updated_at", "-pk")[:200])
 
 
 def agents_for_new_conversation() -> list[Agent]:
     """The scope's active agents a conversation can start with."""
     return list(Agent.objects.filter(active=True).only("id", "name", "description").order_by("name"))
-
-
-def conversation_for_viewer(*, conversation_id: int, user: AbstractBaseUser, can_administer: bool) -> Conversation:
-    """The scope's conversation `conversation_id` if `user` may read it: their own, or any when they administer
-    the tenant. Conversation.DoesNotExist otherwise (another tenant's id or another member's conversation)."""
-    conversations = Conversation.objects.select_related("agent", "context", "user")
-    if not can_administer:
-        conversations = conversations.filter(user=user)
-    return conversations.get(pk=conversation_id)
 
 
 @dataclass
@@ -149,10 +143,6 @@ def stream_resume_seq(*, conversation_id: int) -> int:
 
 
 # The plan panel (static/js/chat.js builds the same cards live from `plan` and `step` frames).
-try:
-    from plans.models import Plan
-except ImportError:  # plans/ lands separately; without it the panel starts empty and fills from the stream
-    Plan = None
 
 
 def _step_status_labels() -> dict[str, str]:
@@ -182,6 +172,12 @@ class PlanCard:
     columns: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
     link: dict[str, str] | None = None
+
+    @cached_property
+    def html(self) -> str:
+        """The result as the chat bubbles show a reply: Markdown rendered and sanitised (core.markdown), the only
+        HTML the card inserts; an interrupted step's question is shown as text in its question box instead."""
+        return render_markdown(self.content) if self.content and self.status != "interrupted" else ""
 
 
 def _cell(value: Any) -> str:
@@ -223,6 +219,14 @@ def plan_card_result(card: PlanCard, response: Any) -> None:
         card.rows = [[_cell(value) for value in row] if isinstance(row, list) else [_cell(row)] for row in data["rows"]]
     elif isinstance(data, dict) and data.get("recordId") and _safe_url(data.get("url")):
         card.link = {"url": _safe_url(data["url"]), "title": str(data.get("title") or data["url"])}
+    elif data is None and response.get("recordId") and _safe_url(response.get("url")):
+        # A stored AgentExecResult (what a reload reads): the report file is on the result itself.
+        card.link = {"url": _safe_url(response["url"]), "title": str(response.get("title") or response["url"])}
+
+
+# A step that has not run yet, or is running again, still holds the result of its earlier run (the question it
+# asked before the plan was resumed): that result is not this run's, so its card shows none (as the page does live).
+_RUN_NOT_ENDED = frozenset({"not_started", "in_progress"})
 
 
 def plan_cards(plan: dict[str, Any]) -> list[PlanCard]:
@@ -246,15 +250,14 @@ def plan_cards(plan: dict[str, Any]) -> list[PlanCard]:
             status_label=labels.get(status, status),
             depends_on=depends,
         )
-        plan_card_result(card, step.get("result"))
+        if status not in _RUN_NOT_ENDED:
+            plan_card_result(card, step.get("result"))
         cards.append(card)
     return sorted(cards, key=lambda card: card.index)
 
 
 def conversation_plan(*, conversation: Conversation) -> dict[str, Any] | None:
-    """The latest plan as {"plan_id", "status", "cards"} for the page; None without a plan or the plans app."""
-    if Plan is None:
-        return None
+    """The latest plan as {"plan_id", "status", "cards"} for the page; None without a plan."""
     plan = Plan.objects.filter(tenant_id=conversation.tenant_id, conversation=conversation).order_by("-pk").first()
     if plan is None:
         return None

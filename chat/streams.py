@@ -16,6 +16,8 @@ from typing import Any
 
 from django.conf import settings
 
+from core.conf import setting
+
 # How many frames of a conversation are kept for catch_up, and for how long after the last one (seconds).
 MAX_FRAMES = 2000
 FRAMES_TTL = 3600
@@ -236,7 +238,7 @@ def get_frame_log() -> FrameLog:
     url = settings.REDIS_URL
     if not url:
         return _memory_log
-    prefix = getattr(settings, "CHAT_STREAM_PREFIX", "chat")
+    prefix = setting("CHAT_STREAM_PREFIX")
     key = (url, prefix)
     if key not in _logs:
         _logs[key] = RedisFrameLog(url, prefix)

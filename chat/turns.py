@@ -8,10 +8,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents import frames
 from agents.runtime import run_turn
 from chat.sinks import ChannelSink
 from chat.streams import FrameLog, get_frame_log
-from llm.client import database_sync_to_async
+from core.db import database_sync_to_async
 from memory.models import Conversation, Message, Role
 from memory.services import message_add
 
@@ -81,15 +82,7 @@ async def submit_user_message(*, conversation: Conversation, client_id: str, con
             return await _duplicate(log, conversation, message, None)
         return Submission("busy", message=message)
     sink = ChannelSink(conversation.pk, log)
-    echo = await sink.emit(
-        {
-            "type": "user_message",
-            "index": 0,
-            "message_id": message.pk,
-            "client_id": client_id,
-            "content": message.content,
-        }
-    )
+    echo = await sink.emit(frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content))
     task = asyncio.get_running_loop().create_task(_run(log, conversation, message, sink))
     _tasks.add(task)  # the loop keeps only weak references to tasks
     task.add_done_callback(_tasks.discard)
@@ -162,6 +155,6 @@ async def run_server_turn(*, conversation: Conversation, content: str) -> bool:
         await database_sync_to_async(Message.objects.filter(pk=message.pk).delete)()
         return False
     sink = ChannelSink(conversation.pk, log)
-    await sink.emit({"type": "user_message", "index": 0, "message_id": message.pk, "content": message.content})
+    await sink.emit(frames.UserMessage(message_id=message.pk, content=message.content))
     await _run(log, conversation, message, sink)
     return True

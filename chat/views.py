@@ -5,32 +5,17 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from agents.models import Agent
 from agents.selectors import agent_get
+from agents.services import conversation_start as start_conversation
 from chat import selectors
 from memory.models import Conversation
-from memory.services import conversation_start as start_conversation
-
-
-def _require_tenant(request: HttpRequest) -> None:
-    if getattr(request, "tenant", None) is None:
-        raise Http404("No active tenant.")
-
-
-def _can_administer(request: HttpRequest) -> bool:
-    membership = getattr(request, "membership", None)
-    return bool(membership is not None and membership.can_administer)
-
-
-def _agents_url() -> str:
-    try:
-        return reverse("agents:list")
-    except NoReverseMatch:
-        return ""
+from memory.selectors import access_conversation
+from tenants.decorators import may_administer, tenant_required
 
 
 def _labels() -> dict[str, object]:
@@ -72,17 +57,16 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         {
             "conversations": selectors.conversation_list(user=request.user),
             "agents": selectors.agents_for_new_conversation(),
-            "agents_url": _agents_url(),
-            "can_administer": _can_administer(request),
+            "agents_url": reverse("agents:list"),
+            "can_administer": may_administer(request),
         },
     )
 
 
-@login_required
+@tenant_required
 @require_POST
 def conversation_start(request: HttpRequest) -> HttpResponse:
     """Start a conversation with one of the tenant's active agents; another tenant's agent is a 404."""
-    _require_tenant(request)
     try:
         agent = agent_get(agent_id=int(request.POST.get("agent", "")))
     except (ValueError, Agent.DoesNotExist):
@@ -93,20 +77,20 @@ def conversation_start(request: HttpRequest) -> HttpResponse:
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 
-@login_required
+@tenant_required
 @require_GET
 def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """One conversation: its history rendered here, new turns over the websocket (static/js/chat.js)."""
-    _require_tenant(request)
     try:
-        conversation = selectors.conversation_for_viewer(
-            conversation_id=conversation_id, user=request.user, can_administer=_can_administer(request)
+        conversation = access_conversation(
+            conversation_id=conversation_id, user=request.user, membership=request.membership
         )
     except Conversation.DoesNotExist:
         raise Http404("No such conversation.") from None
     history = selectors.chat_history(conversation=conversation)
     context = getattr(conversation, "context", None)
-    own = conversation.user_id == request.user.pk
+    # A plan step's internal conversation is read-only: typing there would run the step agent outside its plan.
+    own = conversation.user_id == request.user.pk and conversation.parent_id is None
     return render(
         request,
         "chat/conversation.html",
@@ -116,6 +100,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
             "strategy_label": context.get_strategy_display() if context is not None else "",
             "strategy": context.strategy if context is not None else "",
             "own": own,
+            "can_administer": may_administer(request),
             "chat_config": {
                 "wsPath": f"/ws/chat/{conversation.pk}/",
                 "lastSeq": selectors.stream_resume_seq(conversation_id=conversation.pk),

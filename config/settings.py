@@ -11,6 +11,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from core.conf import DEFAULTS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -181,13 +183,13 @@ if not DEBUG:
 # --- Models (llm/) ---
 # Fernet key(s) for provider API keys at rest, comma-separated (the first encrypts, all decrypt: rotation).
 # Empty: a key derived from SECRET_KEY with HKDF (changing SECRET_KEY then makes stored keys unreadable).
-LLM_KEY_ENCRYPTION_KEY = env.list("LLM_KEY_ENCRYPTION_KEY", default=[])
+LLM_KEY_ENCRYPTION_KEY = env.list("LLM_KEY_ENCRYPTION_KEY", default=DEFAULTS["LLM_KEY_ENCRYPTION_KEY"])
 # First delay of the retry backoff in seconds (doubles per retry, with jitter, capped by LLM_RETRY_MAX_DELAY).
 LLM_RETRY_BASE_DELAY = env.float("LLM_RETRY_BASE_DELAY", default=0.5)
 LLM_RETRY_MAX_DELAY = env.float("LLM_RETRY_MAX_DELAY", default=8.0)
 # How long a process may trust its own tally of a tenant's monthly tokens before re-reading the database
 # (0: read it before every call). Only calls that clearly fit skip the read; see llm/quota.py.
-LLM_QUOTA_CACHE_SECONDS = env.float("LLM_QUOTA_CACHE_SECONDS", default=5.0)
+LLM_QUOTA_CACHE_SECONDS = env.float("LLM_QUOTA_CACHE_SECONDS", default=DEFAULTS["LLM_QUOTA_CACHE_SECONDS"])
 # A real provider for the demo tenants (seed_demo); with neither set they get the offline demo model.
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
@@ -204,24 +206,26 @@ LOGGING = {
 
 # Agents and tools (docs/tools.md, docs/tools-loop.md).
 # Rounds of tool calls in one turn before the loop gives up with a clear message.
-AGENT_MAX_TOOL_ITERATIONS = env.int("AGENT_MAX_TOOL_ITERATIONS", default=6)
+AGENT_MAX_TOOL_ITERATIONS = env.int("AGENT_MAX_TOOL_ITERATIONS", default=DEFAULTS["AGENT_MAX_TOOL_ITERATIONS"])
 # Seconds one tool call may run.
-AGENT_TOOL_TIMEOUT = env.float("AGENT_TOOL_TIMEOUT", default=30.0)
+AGENT_TOOL_TIMEOUT = env.float("AGENT_TOOL_TIMEOUT", default=DEFAULTS["AGENT_TOOL_TIMEOUT"])
 # The http_request tool: total seconds per request, and the largest response body it reads.
-HTTP_TOOL_TIMEOUT = env.float("HTTP_TOOL_TIMEOUT", default=10.0)
-HTTP_TOOL_MAX_BYTES = env.int("HTTP_TOOL_MAX_BYTES", default=1_000_000)
+HTTP_TOOL_TIMEOUT = env.float("HTTP_TOOL_TIMEOUT", default=DEFAULTS["HTTP_TOOL_TIMEOUT"])
+HTTP_TOOL_MAX_BYTES = env.int("HTTP_TOOL_MAX_BYTES", default=DEFAULTS["HTTP_TOOL_MAX_BYTES"])
 
 # Plans: seconds a step's question to the user waits before the plan resumes with "the user has not replied"
 # (0: it waits forever); in eager mode (no worker) a timer thread of the process enforces it, unless turned off.
-PLAN_ASK_TIMEOUT_SECONDS = env.float("PLAN_ASK_TIMEOUT_SECONDS", default=600)
-PLAN_ASK_TIMEOUT_IN_PROCESS = env.bool("PLAN_ASK_TIMEOUT_IN_PROCESS", default=True)
+PLAN_ASK_TIMEOUT_SECONDS = env.float("PLAN_ASK_TIMEOUT_SECONDS", default=DEFAULTS["PLAN_ASK_TIMEOUT_SECONDS"])
+PLAN_ASK_TIMEOUT_IN_PROCESS = env.bool("PLAN_ASK_TIMEOUT_IN_PROCESS", default=DEFAULTS["PLAN_ASK_TIMEOUT_IN_PROCESS"])
 
 # Knowledge bases: the largest upload; the local embedder's threads (0: the CPUs this process may use) and where
 # its model, built from the installed weights on first use, is cached ("": <temp dir>/agentplat-models).
-KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024)
-KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=0)
-KNOWLEDGE_MODEL_DIR = env.str("KNOWLEDGE_MODEL_DIR", default="")
+KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=DEFAULTS["KNOWLEDGE_MAX_UPLOAD_BYTES"])
+KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=DEFAULTS["KNOWLEDGE_EMBED_THREADS"])
+KNOWLEDGE_MODEL_DIR = env.str("KNOWLEDGE_MODEL_DIR", default=DEFAULTS["KNOWLEDGE_MODEL_DIR"])
 # A document with no progress for this long shows as stalled, with a re-ingest button.
-KNOWLEDGE_STALLED_AFTER_SECONDS = env.int("KNOWLEDGE_STALLED_AFTER_SECONDS", default=600)
+KNOWLEDGE_STALLED_AFTER_SECONDS = env.int(
+    "KNOWLEDGE_STALLED_AFTER_SECONDS", default=DEFAULTS["KNOWLEDGE_STALLED_AFTER_SECONDS"]
+)
 # With eager Celery (no worker), ingest on a background thread of the web process so uploads answer at once.
-KNOWLEDGE_INGEST_IN_THREAD = env.bool("KNOWLEDGE_INGEST_IN_THREAD", default=True)
+KNOWLEDGE_INGEST_IN_THREAD = env.bool("KNOWLEDGE_INGEST_IN_THREAD", default=DEFAULTS["KNOWLEDGE_INGEST_IN_THREAD"])

@@ -30,10 +30,8 @@ from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
 
 def vector_backend_label() -> str:
     """The active vector backend, as the admin shows it."""
-    try:
-        from knowledge.vectorstore import backend_name
-    except ImportError:
-        return "exact"
+    from knowledge.vectorstore import backend_name
+
     name = backend_name()
     if name == "pgvector":
         return str(_("pgvector (HNSW index, cosine distance)"))

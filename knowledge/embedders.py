@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from core.conf import setting
+
 if TYPE_CHECKING:
     from knowledge.models import KnowledgeBase
 
@@ -132,9 +134,8 @@ class LocalMiniLM:
 
 def embed_threads() -> int:
     """KNOWLEDGE_EMBED_THREADS, or the CPUs this process may run on."""
-    from django.conf import settings
 
-    configured = getattr(settings, "KNOWLEDGE_EMBED_THREADS", 0)
+    configured = setting("KNOWLEDGE_EMBED_THREADS")
     if configured > 0:
         return configured
     try:

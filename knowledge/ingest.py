@@ -221,10 +221,8 @@ def _replace_chunks(
 
 
 def _ensure_index(dimension: int) -> None:
-    try:
-        from knowledge import vectorstore
-    except ImportError:  # the vector backends are not installed in this build
-        return
+    from knowledge import vectorstore
+
     try:
         with transaction.atomic():  # a savepoint: a failed CREATE INDEX must not break an outer transaction
             vectorstore.ensure_index(dimension)

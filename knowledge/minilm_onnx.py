@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.conf import setting
+
 logger = logging.getLogger(__name__)
 
 # Bump when the graph or the quantisation changes: a new file name, so every process builds the new model.
@@ -49,9 +51,8 @@ def weights_path() -> Path:
 
 
 def model_dir() -> Path:
-    from django.conf import settings
 
-    configured = getattr(settings, "KNOWLEDGE_MODEL_DIR", "")
+    configured = setting("KNOWLEDGE_MODEL_DIR")
     return Path(configured) if configured else Path(tempfile.gettempdir()) / "agentplat-models"
 
 

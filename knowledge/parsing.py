@@ -20,15 +20,14 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-from django.conf import settings
 from django.utils.translation import gettext as _
 
-DEFAULT_MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+from core.conf import setting
 
 
 def max_upload_bytes() -> int:
     """The largest file a knowledge base accepts (setting KNOWLEDGE_MAX_UPLOAD_BYTES, default 20 MB)."""
-    return int(getattr(settings, "KNOWLEDGE_MAX_UPLOAD_BYTES", DEFAULT_MAX_UPLOAD_BYTES))
+    return int(setting("KNOWLEDGE_MAX_UPLOAD_BYTES"))
 
 
 class ParseError(Exception):

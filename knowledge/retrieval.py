@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from django.db import connections, router
 
+from core.cache import LRUCache
 from knowledge import vectorstore
 from knowledge.embedders import Embedder, EmbedderError, embedder_for
 from knowledge.keyword import BM25Index, CollectionStats, latin_share
-from knowledge.vectorstore import LRUCache
 
 if TYPE_CHECKING:
     from knowledge.models import KnowledgeBase

@@ -5,21 +5,17 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from core.conf import setting
 from knowledge.models import Document, DocumentStatus, EmbedderKind, KnowledgeBase
-
-DEFAULT_STALLED_AFTER_SECONDS = 600
 
 
 def stalled_after() -> dt.timedelta:
     """How long a waiting or processing document may go without a progress update before the page calls it
     stalled (setting KNOWLEDGE_STALLED_AFTER_SECONDS, default 10 minutes)."""
-    return dt.timedelta(
-        seconds=int(getattr(settings, "KNOWLEDGE_STALLED_AFTER_SECONDS", DEFAULT_STALLED_AFTER_SECONDS))
-    )
+    return dt.timedelta(seconds=int(setting("KNOWLEDGE_STALLED_AFTER_SECONDS")))
 
 
 def document_is_stalled(document: Document, *, now: dt.datetime | None = None) -> bool:

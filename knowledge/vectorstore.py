@@ -8,14 +8,14 @@ embedder's `model`) and dimension, through the tenant-scoped manager, and return
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from collections.abc import Hashable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from django.db import connections, router, transaction
 from django.db.models import FloatField, Func, Value
 
+from core.cache import LRUCache
 from knowledge.fields import column_is_vector_cached, vector_literal
 from knowledge.models import Chunk, KnowledgeBase
 
@@ -24,36 +24,6 @@ from knowledge.models import Chunk, KnowledgeBase
 HNSW_EF_SEARCH = 100
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
-
-V = TypeVar("V")
-
-
-class LRUCache:
-    """A small thread-safe LRU map for per-process search structures keyed by (knowledge base, revision, ...)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._data: OrderedDict[Hashable, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> Any | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key: Hashable, value: V) -> V:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-        return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
 
 
 def _database_key() -> tuple[str, str]:

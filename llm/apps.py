@@ -6,3 +6,12 @@ class LlmConfig(AppConfig):
     name = "llm"
     verbose_name = _("Models")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from llm import usage
+        from llm.demo import seed_demo_providers
+        from tenants.admin import register_tenant_usage
+        from tenants.demo import register_demo_seeder
+
+        register_tenant_usage(usage)
+        register_demo_seeder(seed_demo_providers)

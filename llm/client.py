@@ -17,10 +17,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections
 
+from core.db import database_sync_to_async
 from llm import errors
 from llm.errors import LLMError
 from llm.models import CallStatus, ModelProvider, Purpose, UsageSource
@@ -149,27 +148,6 @@ def backoff_delay(attempt: int, retry_after: float | None = None) -> float:
 
 def _ms(seconds: float) -> int:
     return int(seconds * 1000)
-
-
-def _close_old_connections() -> None:
-    # As Channels' database_sync_to_async does, but never inside an atomic block: a sync caller that reached us
-    # through async_to_sync (a Celery task, a test) runs these in its own thread, on its open transaction.
-    for connection in connections.all(initialized_only=True):
-        if not connection.in_atomic_block:
-            connection.close_if_unusable_or_obsolete()
-
-
-def database_sync_to_async(function: Any) -> Any:
-    """sync_to_async for database work, closing stale connections around it (outside transactions)."""
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        _close_old_connections()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            _close_old_connections()
-
-    return sync_to_async(run, thread_sensitive=True)
 
 
 _pending_records: set[asyncio.Task] = set()

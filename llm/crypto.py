@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from core.conf import setting
+
 
 def _fernet_key(secret: str) -> bytes:
     """A Fernet key from any secret string: itself when it already is one, else HKDF-SHA256 of it."""
@@ -35,7 +37,7 @@ def _fernet(secrets: tuple[str, ...]) -> MultiFernet:
 
 
 def _current() -> MultiFernet:
-    configured = getattr(settings, "LLM_KEY_ENCRYPTION_KEY", None) or []
+    configured = setting("LLM_KEY_ENCRYPTION_KEY") or []
     if isinstance(configured, str):
         configured = [part.strip() for part in configured.split(",") if part.strip()]
     secrets = tuple(configured) or (settings.SECRET_KEY,)

@@ -7,9 +7,16 @@ Used by `make run` when no OPENAI_API_KEY / OPENAI_BASE_URL is set; labelled eve
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from django.conf import settings
 
 from llm.script import ScriptEngine, load_script
+
+if TYPE_CHECKING:
+    from tenants.models import Tenant
 
 DEMO_SCRIPT_PATH = Path(__file__).resolve().parent / "scripts" / "demo.yaml"
 
@@ -18,3 +25,26 @@ DEMO_SCRIPT_PATH = Path(__file__).resolve().parent / "scripts" / "demo.yaml"
 def demo_engine() -> ScriptEngine:
     """The process's demo script engine (loaded once)."""
     return ScriptEngine(load_script(DEMO_SCRIPT_PATH))
+
+
+def seed_demo_providers(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
+    """seed_demo: each demo tenant gets the offline demo model, or the real provider of OPENAI_* when set."""
+    from llm.services import provider_ensure_demo, provider_ensure_openai
+
+    api_key, base_url = settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL
+    for tenant in tenants:
+        if api_key or base_url:
+            provider_ensure_openai(
+                tenant=tenant,
+                name="OpenAI-compatible (from OPENAI_* settings)",
+                base_url=base_url or "https://api.openai.com/v1",
+                api_key=api_key,
+                model=settings.OPENAI_MODEL,
+            )
+            provider_ensure_demo(tenant=tenant, make_default=False)
+        else:
+            provider_ensure_demo(tenant=tenant)
+    if api_key or base_url:
+        write(f"Model / 模型: {settings.OPENAI_MODEL} @ {base_url or 'https://api.openai.com/v1'}")
+    else:
+        write("Model / 模型: 演示模型（离线脚本）/ Demo model (offline, scripted)")

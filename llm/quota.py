@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
+from core.conf import setting
 from llm import tokens
 from llm.errors import QUOTA_EXCEEDED, LLMError
 from llm.selectors import month_start, tokens_used_this_month
@@ -40,7 +39,7 @@ def _key(tenant: Tenant) -> tuple:
 
 def quota_fits_cached(*, tenant: Tenant, messages: Sequence[Mapping[str, Any]], tools: Any = None) -> bool:
     """True when the ledger shows the call fits for sure; False means "ask the database" (quota_check)."""
-    ttl = getattr(settings, "LLM_QUOTA_CACHE_SECONDS", 0)
+    ttl = setting("LLM_QUOTA_CACHE_SECONDS")
     if ttl <= 0:
         return False
     entry = _ledger.get(_key(tenant))

@@ -43,6 +43,17 @@ class Conversation(TenantOwned):
         _("model"), max_length=200, blank=True, help_text=_("The model whose tokenizer counts this conversation.")
     )
     title = models.CharField(_("title"), max_length=200, blank=True)
+    # A plan step's own conversation (the step agent's memory) points at the conversation whose plan it serves: it
+    # is internal, never listed or opened as the user's chat; administrators reach it from the plan log.
+    parent = models.ForeignKey(
+        "self",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="children",
+        verbose_name=_("parent conversation"),
+        help_text=_("Set for a plan step's internal conversation: the conversation whose plan it serves."),
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 

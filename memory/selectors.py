@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Sum
 
 from memory.models import Conversation, Message, OverflowMetric
+from tenants.access import may_administer
 
 METRIC_FIELDS = ("triggers", "summaries_made", "summaries_failed", "tokens_saved")
 
@@ -15,11 +18,17 @@ def overflow_metrics_for_agent(*, agent_id: int) -> dict[str, int]:
     return {name: int(totals[name] or 0) for name in METRIC_FIELDS}
 
 
-def conversation_get(*, conversation_id: int, user=None) -> Conversation:
-    """The scope's conversation (of `user`, when given); Conversation.DoesNotExist for anyone else's id."""
-    conversations = Conversation.objects.select_related("context")
-    if user is not None:
-        conversations = conversations.filter(user=user)
+def access_conversation(*, conversation_id: int, user: Any, membership: Any) -> Conversation:
+    """The scope's conversation `conversation_id` if `user` may open it, with what a page or a turn reads loaded.
+
+    A user opens their own conversations; the tenant's administrators (tenants.access.may_administer) open any,
+    a plan step's internal conversation included (they reach those from the plan log); nobody else opens one.
+    Conversation.DoesNotExist otherwise: another tenant's id, another member's conversation, an internal one.
+    This is the one rule for the chat page, the websocket, the plan log and the API.
+    """
+    conversations = Conversation.objects.select_related("agent", "version", "provider", "tenant", "context", "user")
+    if not may_administer(user=user, membership=membership):
+        conversations = conversations.filter(user_id=user.pk, parent__isnull=True)
     return conversations.get(pk=conversation_id)
 
 

@@ -1,7 +1,7 @@
 """Writes of conversation memory: start a conversation, store messages, build the context of a turn.
 
-Memory sits below agents: `conversation_start` reads an agent through its `published_version()` and
-`snapshot()` methods and never imports the agents app.
+Memory sits below agents and never imports them: `conversation_create` is given what a conversation keeps (the
+version, the model, the overflow strategy), resolved by agents.services.conversation_start.
 """
 
 from __future__ import annotations
@@ -42,31 +42,35 @@ class BuiltContext:
     window: overflow.Window
 
 
-def _resolve_model(*, tenant, snapshot: dict[str, Any]) -> tuple[ModelProvider | None, str]:
-    provider = None
-    if snapshot.get("provider_id"):
-        provider = ModelProvider.objects.filter(pk=snapshot["provider_id"]).first()
-    if provider is None:
-        provider = default_provider(tenant=tenant)
-    model = snapshot.get("model") or (provider.default_chat_model if provider is not None else "")
-    return provider, model
-
-
 @transaction.atomic
-def conversation_start(*, agent: Any, user: AbstractBaseUser, title: str = "") -> Conversation:
-    """Start a conversation on the agent's published version (else its draft), freezing its overflow strategy."""
-    version = agent.published_version()
-    snapshot = version.snapshot if version is not None else agent.snapshot()
-    provider, model = _resolve_model(tenant=agent.tenant, snapshot=snapshot)
+def conversation_create(
+    *,
+    agent: Any,
+    version: Any,
+    user: AbstractBaseUser,
+    provider: ModelProvider | None,
+    model: str,
+    overflow_config: overflow.OverflowConfig,
+    title: str = "",
+    parent: Conversation | None = None,
+) -> Conversation:
+    """Store a conversation with what it keeps for its lifetime: the agent version it started on, its model (whose
+    tokenizer counts it) and its overflow strategy (seed 4, 7.2). Agents resolve these (agents.services)."""
     conversation = Conversation.objects.create(
-        tenant_id=agent.tenant_id, agent=agent, version=version, user=user, provider=provider, model=model, title=title
+        tenant_id=agent.tenant_id,
+        agent=agent,
+        version=version,
+        user=user,
+        provider=provider,
+        model=model,
+        title=title,
+        parent=parent,
     )
-    config = overflow.OverflowConfig.from_dict(snapshot.get("token_overflow_config"))
     ConversationContext.objects.create(
         tenant_id=agent.tenant_id,
         conversation=conversation,
-        strategy=config.strategy,
-        strategy_config=config.to_dict(),
+        strategy=overflow_config.strategy,
+        strategy_config=overflow_config.to_dict(),
     )
     return conversation
 

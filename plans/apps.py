@@ -8,7 +8,4 @@ class PlansConfig(AppConfig):
     verbose_name = _("Plans")
 
     def ready(self) -> None:
-        from agents.runtime import register_turn_runner
-        from plans.planner import run_planner_turn
-
-        register_turn_runner("planner", run_planner_turn)
+        from plans import planner  # noqa: F401 - registers the planner's turn runner

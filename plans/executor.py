@@ -1,10 +1,11 @@
 """The plan executor (P3-P6): runs a stored plan's steps in dependency order, interrupts and resumes, finalizes.
 
-Each step's agent answers through agents.runtime.run_turn (its kind's runner: the tool loop for chat / ReAct) in
-its own memory: a child memory.Conversation per (step agent, user, parent conversation), titled
-`plan:<parent conversation id>` — seed 0's {agentName}_{userId}_{conversationId} key, not tied to the plan, so a
-later plan of the same conversation finds the agent's memory. The step's request is a JSON document with its
-requirement, the plan's userQuery and context, and the AgentExecResults of the steps it depends on.
+Each step's agent answers through agents.runtime.run_turn (its kind's runner: the tool loop for chat / ReAct), with
+the plan turn's stop signal, in its own memory: a child memory.Conversation per (step agent, user, parent
+conversation), linked by `Conversation.parent` (internal: never listed as the user's chat). That is seed 0's
+{agentName}_{userId}_{conversationId} key, not tied to the plan, so a later plan of the same conversation finds
+the agent's memory. The step's request is a JSON document with its requirement, the plan's userQuery and context,
+and the AgentExecResults of the steps it depends on. A step's status comes from its TurnResult.
 """
 
 from __future__ import annotations
@@ -12,13 +13,19 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.utils.translation import gettext as _
 
-from llm.client import complete_chat, database_sync_to_async
-from memory.models import Conversation, Message, Role
+from agents import frames
+from agents.runtime import TurnContext, TurnResult, TurnStatus, run_turn
+from core.conf import setting
+from core.db import database_sync_to_async
+from llm import errors
+from llm.client import complete_chat
+from llm.errors import LLMError
+from memory.models import Conversation, Message
 from plans import services
 from plans.models import LogKind, Plan, PlanStatus, PlanStep, StepRecord, StepStatus
 
@@ -26,48 +33,67 @@ MAX_OUTPUT_CHARS = 4000
 
 
 def _concurrency() -> int:
-    return int(getattr(settings, "PLAN_MAX_CONCURRENCY", 4))
+    return int(setting("PLAN_MAX_CONCURRENCY"))
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """How a run of the plan ended for now, and the text the user reads (the summary, or a step's question)."""
+
+    status: str
+    text: str
+
+    @property
+    def turn_status(self) -> TurnStatus:
+        return {
+            PlanStatus.COMPLETED: TurnStatus.COMPLETED,
+            PlanStatus.INTERRUPTED: TurnStatus.INTERRUPTED,
+            PlanStatus.STOPPED: TurnStatus.STOPPED,
+        }.get(self.status, TurnStatus.FAILED)
+
+
+# A step's turn result -> the step's status (P2).
+STEP_STATUS = {
+    TurnStatus.COMPLETED: StepStatus.COMPLETED,
+    TurnStatus.INTERRUPTED: StepStatus.INTERRUPTED,
+    TurnStatus.FAILED: StepStatus.FAILED,
+    TurnStatus.STOPPED: StepStatus.STOPPED,
+}
 
 
 class _StepSink:
-    """Forwards a step agent's deltas and tool frames with index = seqNo; keeps its own step/done/error frames."""
+    """Forwards a step agent's deltas and tool frames (index = the step's seqNo) and logs its tool and model calls;
+    the step's own step/done/error frames stay here: the executor reports the step from its TurnResult."""
 
-    def __init__(self, sink: Any, seq: int, plan: Plan | None = None) -> None:
+    def __init__(self, sink: Any, seq: int, plan: Plan) -> None:
         self.sink = sink
         self.seq = seq
         self.plan = plan
-        self.status: str | None = None
-        self.error: str | None = None
 
-    async def emit(self, frame: dict[str, Any]) -> dict[str, Any]:
-        kind = frame.get("type")
-        if kind == "step":
-            self.status = frame.get("status")
-            return frame
-        if kind == "done":
-            await self._log(LogKind.MODEL_CALL, {"role": "step", "usage": frame.get("usage") or {}})
-            return frame
-        if kind == "error":
-            self.error = frame.get("message") or frame.get("code")
-            return frame
-        if kind == "tool" and frame.get("status") != "started":
-            data = {key: frame.get(key) for key in ("name", "call_id", "status", "arguments", "result")}
-            await self._log(LogKind.TOOL_CALL, data)
-        return await self.sink.emit({**frame, "index": self.seq})
+    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+        if isinstance(frame, frames.Done):
+            await self._log(LogKind.MODEL_CALL, {"role": "step", "usage": frame.usage})
+            return frame.as_dict()
+        if isinstance(frame, frames.Step | frames.Error):
+            return frame.as_dict()
+        if isinstance(frame, frames.Tool) and frame.status != frames.ToolStatus.STARTED:
+            await self._log(LogKind.TOOL_CALL, {"name": frame.name, "call_id": frame.call_id, "status": frame.status,
+                                                "arguments": frame.arguments, "result": frame.result})  # fmt: skip
+        return await self.sink.emit(frame)
 
     async def _log(self, kind: str, data: dict[str, Any]) -> None:
         """O1: every step agent's tool call (name, arguments, result) and model call goes to PlanLog."""
-        if self.plan is not None:
-            await database_sync_to_async(services.plan_log)(plan=self.plan, kind=kind, step=self.seq, data=data)
+        await database_sync_to_async(services.plan_log)(plan=self.plan, kind=kind, step=self.seq, data=data)
 
 
 def _child_conversation(parent: Conversation, agent_name: str) -> Conversation:
+    from agents.config import agent_config
     from agents.models import Agent
-    from memory.services import conversation_start
+    from agents.services import conversation_start
 
     agent = Agent.objects.get(tenant_id=parent.tenant_id, name=agent_name, active=True)
     title = f"plan:{parent.pk}"
-    child = Conversation.objects.filter(agent=agent, user_id=parent.user_id, title=title).first()
+    child = Conversation.objects.filter(agent=agent, user_id=parent.user_id, parent=parent).first()
     if child is not None:
         latest = agent.published_version()
         if latest is not None and child.version_id != latest.pk:
@@ -76,10 +102,8 @@ def _child_conversation(parent: Conversation, agent_name: str) -> Conversation:
             child.version = latest
             child.save(update_fields=["version"])
         return child
-    child = conversation_start(agent=agent, user=parent.user, title=title)
-    version = child.version
-    snapshot = version.snapshot if version is not None else agent.snapshot()
-    if not snapshot.get("model"):
+    child = conversation_start(agent=agent, user=parent.user, title=title, parent=parent)
+    if not agent_config(agent=agent, version=child.version, provider=child.provider).model_is_own:
         # Step agents that name no model of their own run on the tenant's execution tier (seed 3).
         from llm.selectors import model_for_tier
 
@@ -126,15 +150,6 @@ def _prepare(plan: Plan, step: PlanStep) -> tuple[Conversation, Message]:
     return child, message
 
 
-def _asked(child: Conversation, reply: Message) -> bool:
-    """The reply was written by the platform after a tool asked the user (no model call after the tool results)."""
-    rows = list(Message.objects.filter(conversation=child, id__lt=reply.pk).order_by("-id")[:10])
-    if not rows or rows[0].role != Role.TOOL:
-        return False
-    call = next((row for row in rows if row.role == Role.ASSISTANT and row.tool_calls), None)
-    return call is not None and (call.usage or {}) == (reply.usage or {})
-
-
 def _result(step: PlanStep, text: str, status: str, context: dict[str, Any]) -> dict[str, Any]:
     record_id = str(uuid.uuid4())
     output = text
@@ -170,20 +185,13 @@ def _report_file(step: PlanStep, child: Conversation, context: dict[str, Any]) -
     return {"recordId": record_id, "url": url, "title": title, "context": {**slim, "report_record": record_id}}
 
 
-def _finish_step(step: PlanStep, child: Conversation, reply: Message, sink: _StepSink) -> dict[str, Any]:
-    if sink.error or reply.error_code or sink.status == StepStatus.FAILED:
-        status = StepStatus.FAILED
-    elif sink.status == "interrupted" or _asked(child, reply):
-        status = StepStatus.INTERRUPTED
-    else:
-        status = StepStatus.COMPLETED
-    text = reply.content or sink.error or ""
+def _finish_step(step: PlanStep, child: Conversation, reply: TurnResult) -> dict[str, Any]:
+    status = STEP_STATUS[reply.status]
+    text = reply.message.content or (errors.message_for(reply.error_code) if reply.error_code else "")
     context = _tool_context(child)
     result = _result(step, text, status, context)
     if status == StepStatus.COMPLETED and isinstance(context.get("report_markdown"), str):
         result.update(_report_file(step, child, context))
-    if status == StepStatus.FAILED and not text:
-        result["output"] = sink.error or reply.error_code
     services.step_update(step=step, status=status, result=result)
     return result
 
@@ -203,44 +211,56 @@ def _log_snapshot(plan: Plan, step: PlanStep, moment: str) -> None:
     services.plan_log(plan=plan, kind=LogKind.STATE, step=step.seqNo, data=data)
 
 
-async def _plan_frame(sink: Any, plan_id: int, index: int) -> None:
-    await sink.emit({"type": "plan", "index": index, "plan": await database_sync_to_async(_snapshot)(plan_id)})
+async def _plan_frame(turn: TurnContext, plan_id: int) -> None:
+    plan = await database_sync_to_async(_snapshot)(plan_id)
+    await turn.emit(frames.Plan(index=turn.index, plan=plan))
 
 
-async def _run_step(plan: Plan, step: PlanStep, sink: Any, index: int) -> dict[str, Any]:
-    from agents.runtime import run_turn
-
+async def _run_step(plan: Plan, step: PlanStep, turn: TurnContext) -> dict[str, Any]:
     await database_sync_to_async(_log_snapshot)(plan, step, "before")
     child, message = await database_sync_to_async(_prepare)(plan, step)
-    await _plan_frame(sink, plan.pk, index)
-    step_sink = _StepSink(sink, step.seqNo, plan)
-    reply = await run_turn(conversation=child, user_message=message, sink=step_sink, index=step.seqNo)
-    result = await database_sync_to_async(_finish_step)(step, child, reply, step_sink)
+    await _plan_frame(turn, plan.pk)
+    reply = await run_turn(
+        conversation=child, user_message=message, sink=_StepSink(turn.sink, step.seqNo, plan), stop=turn.stop,
+        index=step.seqNo,
+    )  # fmt: skip
+    turn.count(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+    result = await database_sync_to_async(_finish_step)(step, child, reply)
     await database_sync_to_async(_log_snapshot)(plan, step, "after")
-    await sink.emit(
-        {
-            "type": "step",
-            "index": step.seqNo,
-            "status": result["status"],
-            "agentName": step.agentName,
-            "agentChatResponse": {"content": result["output"], "intent": "plan_step", "data": result},
-        }
-    )
-    await _plan_frame(sink, plan.pk, index)
+    await turn.emit(
+        frames.Step.response(index=step.seqNo, status=result["status"], content=result["output"], intent="plan_step",
+                             data=result, agent_name=step.agentName)
+    )  # fmt: skip
+    await _plan_frame(turn, plan.pk)
     return result
 
 
-async def execute(*, plan_id: int, sink: Any, index: int = 0) -> tuple[str, str]:
-    """Run the plan's runnable steps until it completes, fails or is interrupted; returns (status, reply text)."""
+async def execute(*, plan_id: int, turn: TurnContext) -> PlanOutcome:
+    """Run the plan's runnable steps until it completes, fails, is interrupted or stopped (the turn's stop signal
+    reaches the running step). A model error of the finalizer, or Stop, ends the plan (failed / stopped) and is
+    raised as LLMError for the turn to report, with what the user should still read as its partial text."""
+    try:
+        return await _execute(plan_id, turn)
+    except LLMError as exc:
+        status = PlanStatus.STOPPED if exc.code == errors.CANCELLED else PlanStatus.FAILED
+        plan = await database_sync_to_async(Plan.objects.get)(pk=plan_id)
+        await database_sync_to_async(services.plan_set_status)(plan=plan, status=status)
+        await _plan_frame(turn, plan_id)
+        raise
+
+
+async def _execute(plan_id: int, turn: TurnContext) -> PlanOutcome:
     plan, _steps = await database_sync_to_async(_load)(plan_id)
     limit = asyncio.Semaphore(_concurrency() if plan.allow_concurrency else 1)
 
     async def guarded(step: PlanStep) -> dict[str, Any]:
         async with limit:
-            return await _run_step(plan, step, sink, index)
+            return await _run_step(plan, step, turn)
 
-    await _plan_frame(sink, plan_id, index)
+    await _plan_frame(turn, plan_id)
     while True:
+        if turn.stopped:
+            raise LLMError(errors.CANCELLED)
         plan, steps = await database_sync_to_async(_load)(plan_id)
         done = {step.seqNo for step in steps if step.status == StepStatus.COMPLETED}
         ready = [s for s in steps if s.status == StepStatus.NOT_STARTED and set(s.depends_on or []) <= done]
@@ -249,24 +269,27 @@ async def execute(*, plan_id: int, sink: Any, index: int = 0) -> tuple[str, str]
         batch = ready if plan.allow_concurrency else ready[:1]
         results = await asyncio.gather(*(guarded(step) for step in batch))
         pairs = list(zip(batch, results, strict=True))
+        stopped = next((r for _s, r in pairs if r["status"] == StepStatus.STOPPED), None)
+        if stopped is not None:
+            raise LLMError(errors.CANCELLED, partial_text=str(stopped.get("output") or ""))
         failed = next(((s, r) for s, r in pairs if r["status"] == StepStatus.FAILED), None)
         if failed is not None:
             await database_sync_to_async(services.plan_set_status)(plan=plan, status=PlanStatus.FAILED)
-            await _plan_frame(sink, plan_id, index)
-            return PlanStatus.FAILED, await finalize(plan_id=plan_id, failed=failed)
+            await _plan_frame(turn, plan_id)
+            return PlanOutcome(PlanStatus.FAILED, await finalize(plan_id=plan_id, turn=turn, failed=failed))
         asked = next(((s, r) for s, r in pairs if r["status"] == StepStatus.INTERRUPTED), None)
         if asked is not None:
             await database_sync_to_async(_interrupt)(plan)
-            await _plan_frame(sink, plan_id, index)
-            return PlanStatus.INTERRUPTED, asked[1]["output"]
+            await _plan_frame(turn, plan_id)
+            return PlanOutcome(PlanStatus.INTERRUPTED, asked[1]["output"])
     if any(step.status != StepStatus.COMPLETED for step in steps):
         await database_sync_to_async(services.plan_set_status)(plan=plan, status=PlanStatus.FAILED)
-        await _plan_frame(sink, plan_id, index)
-        return PlanStatus.FAILED, _("The plan could not finish: some steps never became runnable.")
-    text = await finalize(plan_id=plan_id)
+        await _plan_frame(turn, plan_id)
+        return PlanOutcome(PlanStatus.FAILED, _("The plan could not finish: some steps never became runnable."))
+    text = await finalize(plan_id=plan_id, turn=turn)
     await database_sync_to_async(services.plan_set_status)(plan=plan, status=PlanStatus.COMPLETED)
-    await _plan_frame(sink, plan_id, index)
-    return PlanStatus.COMPLETED, text
+    await _plan_frame(turn, plan_id)
+    return PlanOutcome(PlanStatus.COMPLETED, text)
 
 
 def _interrupt(plan: Plan) -> None:
@@ -286,8 +309,9 @@ def _finalizer_setup(plan_id: int) -> tuple[Plan, Any, str, list[dict[str, Any]]
     return plan, choice, plan.userQuery, [step.as_dict() for step in plan.steps.order_by("seqNo")]
 
 
-async def finalize(*, plan_id: int, failed: tuple[PlanStep, dict[str, Any]] | None = None) -> str:
-    """Summarise the step results for the user in one model call (P6); a failed step is named with its reason."""
+async def finalize(*, plan_id: int, turn: TurnContext, failed: tuple[PlanStep, dict[str, Any]] | None = None) -> str:
+    """Summarise the step results for the user in one model call (P6); a failed step is named with its reason. A
+    model error is raised with the step outputs as its partial text (the user still reads what the steps found)."""
     plan, choice, query, steps = await database_sync_to_async(_finalizer_setup)(plan_id)
     if failed is not None:
         step, result = failed
@@ -298,27 +322,29 @@ async def finalize(*, plan_id: int, failed: tuple[PlanStep, dict[str, Any]] | No
         }
     else:
         note = ""
-    text = note
-    if choice is not None:
-        instruction = (
-            "Summarise the results of the plan's steps for the user, in the user's language. "
-            "If a step failed, say which step failed and why."
+    if choice is None:
+        return note or "\n\n".join(str((s.get("result") or {}).get("output") or "") for s in steps)
+    instruction = (
+        "Summarise the results of the plan's steps for the user, in the user's language. "
+        "If a step failed, say which step failed and why."
+    )
+    payload = json.dumps({"userQuery": query, "steps": steps, "failure": note}, ensure_ascii=False)
+    try:
+        answer = await complete_chat(
+            tenant=plan.conversation.tenant,
+            provider=choice.provider,
+            model=choice.model,
+            messages=[{"role": "system", "content": instruction}, {"role": "user", "content": payload}],
+            conversation_id=plan.conversation_id,
+            agent_id=plan.conversation.agent_id,
+            cancel=turn.stop,
         )
-        payload = json.dumps({"userQuery": query, "steps": steps, "failure": note}, ensure_ascii=False)
-        try:
-            answer = await complete_chat(
-                tenant=plan.conversation.tenant,
-                provider=choice.provider,
-                model=choice.model,
-                messages=[{"role": "system", "content": instruction}, {"role": "user", "content": payload}],
-                conversation_id=plan.conversation_id,
-                agent_id=plan.conversation.agent_id,
-            )
-            summary = answer.text.strip()
-            await database_sync_to_async(services.plan_log)(
-                plan=plan, kind=LogKind.MODEL_CALL, data={"role": "finalizer", "call_id": answer.call_id}
-            )
-            text = f"{note}\n\n{summary}".strip() if note else summary or note
-        except Exception:
-            text = note or "\n\n".join(str((s.get("result") or {}).get("output") or "") for s in steps)
-    return text
+    except LLMError as exc:
+        outputs = "\n\n".join(str((s.get("result") or {}).get("output") or "") for s in steps)
+        raise LLMError(exc.code, exc.message, detail=exc.detail, partial_text=note or outputs) from exc
+    turn.count(answer.usage.prompt_tokens, answer.usage.completion_tokens, answer.call_id)
+    await database_sync_to_async(services.plan_log)(
+        plan=plan, kind=LogKind.MODEL_CALL, data={"role": "finalizer", "call_id": answer.call_id}
+    )
+    summary = answer.text.strip()
+    return f"{note}\n\n{summary}".strip() if note else summary or note

@@ -16,6 +16,7 @@ class PlanStatus(models.TextChoices):
     INTERRUPTED = "interrupted", _("interrupted")
     COMPLETED = "completed", _("completed")
     FAILED = "failed", _("failed")
+    STOPPED = "stopped", _("stopped")
 
 
 class StepStatus(models.TextChoices):
@@ -24,6 +25,7 @@ class StepStatus(models.TextChoices):
     COMPLETED = "completed", _("completed")
     INTERRUPTED = "interrupted", _("interrupted")
     FAILED = "failed", _("failed")
+    STOPPED = "stopped", _("stopped")
 
 
 class LogKind(models.TextChoices):

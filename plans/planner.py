@@ -2,23 +2,28 @@
 
 An interrupted plan of the conversation is resumed first (P5): the user's message becomes its userQuery. Otherwise
 the model plans: an invalid plan goes back to it as the tool result (at most PLAN_MAX_RETRIES repairs), a text
-answer without a plan is the direct reply. A valid plan runs through plans.executor.
+answer without a plan is the direct reply. A valid plan runs through plans.executor. The planner's model calls
+count in the turn's usage; a model error ends the turn failed with one error frame (agents.runtime.TurnRunner).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.utils.translation import gettext as _
 
-from llm.client import complete_chat, database_sync_to_async
-from memory.models import Conversation, Message, MessageStatus
-from memory.services import assistant_message_finish
+from agents.runtime import TurnContext, TurnResult, TurnRunner, TurnStatus, register_runner
+from agents.toolloop import no_provider
+from core.db import database_sync_to_async
+from llm.client import ToolCall, complete_chat
+from llm.selectors import TierChoice, model_for_tier
+from memory.models import Conversation
+from memory.services import context_build
 from plans import executor, services
-from plans.models import LogKind
+from plans.models import LogKind, Plan
 
 MAX_RETRIES = 2
 MAX_ROUNDS = 6
@@ -71,86 +76,107 @@ PLANNER_PROMPT = (
 )
 
 
-def _setup(conversation: Conversation) -> dict[str, Any]:
-    from llm.selectors import model_for_tier
-    from memory.services import context_build
-
-    agent = conversation.agent
-    tenant = conversation.tenant
-    choice = model_for_tier(tenant=tenant, tier="planning", provider=conversation.provider)
-    prompt = "\n\n".join(part for part in (agent.system_prompt, PLANNER_PROMPT) if part)
-    model = choice.model if choice else ""
-    messages = context_build(conversation=conversation, system_prompt=prompt, model=model).messages
-    return {"tenant": tenant, "choice": choice, "messages": messages, "resume": services.interrupted_plan(
-        conversation=conversation)}  # fmt: skip
+@dataclass(frozen=True)
+class _Setup:
+    choice: TierChoice | None
+    messages: list[dict[str, Any]]
+    # The conversation's interrupted plan: this turn's message answers its question (P5).
+    resume: Plan | None
 
 
-async def _reply(conversation: Conversation, sink: Any, index: int, text: str, *, failed: bool = False) -> Message:
-    for start in range(0, len(text), 16):
-        await sink.emit({"type": "delta", "index": index, "content": text[start : start + 16]})
-    message = await database_sync_to_async(assistant_message_finish)(conversation=conversation, content=text)
-    await sink.emit(
-        {"type": "done", "index": index, "message_id": message.pk, "status": MessageStatus.COMPLETE,
-         "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "content": text, "strategy": None}
-    )  # fmt: skip
-    return message
+def _setup(conversation: Conversation, system_prompt: str) -> _Setup:
+    choice = model_for_tier(tenant=conversation.tenant, tier="planning", provider=conversation.provider)
+    prompt = "\n\n".join(part for part in (system_prompt, PLANNER_PROMPT) if part)
+    built = context_build(conversation=conversation, system_prompt=prompt, model=choice.model if choice else "")
+    return _Setup(choice=choice, messages=built.messages, resume=services.interrupted_plan(conversation=conversation))
 
 
-async def run_planner_turn(
-    *, conversation: Conversation, user_message: Message, sink: Any, stop: asyncio.Event | None = None, index: int = 0
-) -> Message:
-    setup = await database_sync_to_async(_setup)(conversation)
-    plan = setup["resume"]
-    if plan is not None:
-        await database_sync_to_async(services.plan_resume)(plan=plan, user_query=user_message.content)
-        _status, text = await executor.execute(plan_id=plan.pk, sink=sink, index=index)
-        return await _reply(conversation, sink, index, text)
-    choice = setup["choice"]
-    if choice is None:
-        return await _reply(conversation, sink, index, _("This tenant has no model provider."), failed=True)
-    messages = list(setup["messages"])
-    retries = 0
-    calls: list[dict[str, Any]] = []
-    for _round in range(MAX_ROUNDS):
-        answer = await complete_chat(
-            tenant=setup["tenant"], provider=choice.provider, model=choice.model, messages=messages,
-            tools=[LIST_AGENTS, CREATE_PLAN], agent_id=conversation.agent_id, conversation_id=conversation.pk,
-            cancel=stop,
-        )  # fmt: skip
-        calls.append({"call_id": answer.call_id, "tool_calls": [c.name for c in answer.tool_calls]})
-        if not answer.tool_calls:
-            return await _reply(conversation, sink, index, answer.text)
-        parts = [c.as_message_part() if c.id else {**c.as_message_part(), "id": f"call_{uuid.uuid4().hex[:20]}"}
-                 for c in answer.tool_calls]  # fmt: skip
-        messages.append({"role": "assistant", "content": answer.text or None, "tool_calls": parts})
-        for call, part in zip(answer.tool_calls, parts, strict=True):
-            if call.name == "list_agents":
-                rows = await database_sync_to_async(services.agents_available)(tenant=setup["tenant"])
-                content = json.dumps(rows, ensure_ascii=False)
-            elif call.name == "create_plan":
-                arguments = call.parsed_arguments or {}
-                steps = arguments.get("steps")
-                problems = await database_sync_to_async(services.plan_problems)(tenant=setup["tenant"], steps=steps)
-                if not problems:
-                    plan = await database_sync_to_async(services.plan_create)(
-                        conversation=conversation, name=str(arguments.get("name") or ""),
-                        user_query=user_message.content, steps=steps, allow_concurrency=bool(
-                            arguments.get("allow_concurrency", False)),
-                    )  # fmt: skip
-                    for entry in calls:
-                        await database_sync_to_async(services.plan_log)(
-                            plan=plan, kind=LogKind.MODEL_CALL, data={"role": "planner", **entry}
-                        )
-                    _status, text = await executor.execute(plan_id=plan.pk, sink=sink, index=index)
-                    return await _reply(conversation, sink, index, text)
-                retries += 1
-                if retries > MAX_RETRIES:
-                    text = _("The planner could not make a valid plan: %(problems)s") % {
-                        "problems": "; ".join(problems)
-                    }
-                    return await _reply(conversation, sink, index, text, failed=True)
-                content = _("Invalid plan: %(problems)s") % {"problems": "; ".join(problems)}
-            else:
-                content = f"Error: tool {call.name} is not available to the planner."
-            messages.append({"role": "tool", "tool_call_id": part["id"], "content": content})
-    return await _reply(conversation, sink, index, _("The planner did not finish planning."), failed=True)
+class PlannerRunner(TurnRunner):
+    kinds = ("planner",)
+
+    async def run(self, turn: TurnContext) -> TurnResult:
+        setup = await database_sync_to_async(_setup)(turn.conversation, turn.config.system_prompt)
+        if setup.resume is not None:
+            plan = setup.resume
+            await database_sync_to_async(services.plan_resume)(plan=plan, user_query=turn.user_message.content)
+            return await _run_plan(turn, plan)
+        if setup.choice is None:
+            raise no_provider()
+        return await _Planning(turn, setup.choice, list(setup.messages)).run()
+
+
+class _Planning:
+    """The planner model's rounds: list agents, create a plan (repaired at most MAX_RETRIES times), or answer."""
+
+    def __init__(self, turn: TurnContext, choice: TierChoice, messages: list[dict[str, Any]]) -> None:
+        self.turn = turn
+        self.choice = choice
+        self.messages = messages
+        self.calls: list[dict[str, Any]] = []
+        self.retries = 0
+
+    async def run(self) -> TurnResult:
+        turn = self.turn
+        for _round in range(MAX_ROUNDS):
+            answer = await complete_chat(
+                tenant=turn.tenant, provider=self.choice.provider, model=self.choice.model, messages=self.messages,
+                tools=[LIST_AGENTS, CREATE_PLAN], agent_id=turn.conversation.agent_id,
+                conversation_id=turn.conversation.pk, cancel=turn.stop,
+            )  # fmt: skip
+            turn.count(answer.usage.prompt_tokens, answer.usage.completion_tokens, answer.call_id)
+            self.calls.append({"call_id": answer.call_id, "tool_calls": [c.name for c in answer.tool_calls]})
+            if not answer.tool_calls:
+                await turn.say(answer.text)
+                return await turn.finish(answer.text, intent="plan")
+            parts = [c.as_message_part() if c.id else {**c.as_message_part(), "id": f"call_{uuid.uuid4().hex[:20]}"}
+                     for c in answer.tool_calls]  # fmt: skip
+            self.messages.append({"role": "assistant", "content": answer.text or None, "tool_calls": parts})
+            for call, part in zip(answer.tool_calls, parts, strict=True):
+                outcome = await self._tool(call)
+                if isinstance(outcome, TurnResult):
+                    return outcome
+                self.messages.append({"role": "tool", "tool_call_id": part["id"], "content": outcome})
+        return await self._give_up(_("The planner did not finish planning."))
+
+    async def _tool(self, call: ToolCall) -> str | TurnResult:
+        """The tool's answer to the planner model, or the turn's result once a plan ran (or planning gave up)."""
+        turn = self.turn
+        if call.name == "list_agents":
+            rows = await database_sync_to_async(services.agents_available)(tenant=turn.tenant)
+            return json.dumps(rows, ensure_ascii=False)
+        if call.name != "create_plan":
+            return f"Error: tool {call.name} is not available to the planner."
+        arguments = call.parsed_arguments or {}
+        steps = arguments.get("steps")
+        problems = await database_sync_to_async(services.plan_problems)(tenant=turn.tenant, steps=steps)
+        if not problems:
+            plan = await database_sync_to_async(services.plan_create)(
+                conversation=turn.conversation, name=str(arguments.get("name") or ""),
+                user_query=turn.user_message.content, steps=steps,
+                allow_concurrency=bool(arguments.get("allow_concurrency", False)),
+            )  # fmt: skip
+            for entry in self.calls:
+                await database_sync_to_async(services.plan_log)(
+                    plan=plan, kind=LogKind.MODEL_CALL, data={"role": "planner", **entry}
+                )
+            return await _run_plan(turn, plan)
+        self.retries += 1
+        if self.retries > MAX_RETRIES:
+            return await self._give_up(
+                _("The planner could not make a valid plan: %(problems)s") % {"problems": "; ".join(problems)}
+            )
+        return _("Invalid plan: %(problems)s") % {"problems": "; ".join(problems)}
+
+    async def _give_up(self, text: str) -> TurnResult:
+        await self.turn.say(text)
+        return await self.turn.finish(text, status=TurnStatus.FAILED, intent="plan")
+
+
+async def _run_plan(turn: TurnContext, plan: Plan) -> TurnResult:
+    """Run (or resume) the plan; its outcome is the turn's: the finalizer's summary, or the question a step asks."""
+    outcome = await executor.execute(plan_id=plan.pk, turn=turn)
+    await turn.say(outcome.text)
+    return await turn.finish(outcome.text, status=outcome.turn_status, intent="plan", data={"planId": str(plan.planId)})
+
+
+register_runner(PlannerRunner())

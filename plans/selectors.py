@@ -1,4 +1,4 @@
-"""Plan selectors."""
+"""Plan selectors: a tenant's records and plans, and the plan log as a person reads it (steps, then every row)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from plans.models import LogKind, Plan, PlanLog, StepRecord
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
+
+from memory.links import conversation_page
+from memory.models import Conversation
+from plans.models import LogKind, Plan, PlanLog, PlanStatus, PlanStep, StepRecord, StepStatus
 
 
 def record_for_tenant(*, tenant: Any, record_id: uuid.UUID) -> StepRecord | None:
@@ -20,9 +25,35 @@ def plan_for_tenant(*, tenant: Any, plan_id: uuid.UUID) -> Plan | None:
     return Plan.objects.filter(tenant=tenant, planId=plan_id).select_related("conversation").first()
 
 
+def status_label(value: Any) -> str:
+    """A plan's or step's status (also a tool call's, which uses the same words) in the reader's language."""
+    labels = {**dict(PlanStatus.choices), **dict(StepStatus.choices)}
+    return str(labels.get(value, value or ""))
+
+
+def _event_label(value: Any) -> str:
+    labels = {
+        "created": pgettext("plan log event", "plan created"),
+        "resumed": pgettext("plan log event", "resumed with the user's reply"),
+        "before_step": pgettext("plan log event", "before the step"),
+        "after_step": pgettext("plan log event", "after the step"),
+        "ask_timeout": pgettext("plan log event", "waiting for the user's reply"),
+    }
+    return str(labels.get(value, value or ""))
+
+
+def _role_label(value: Any) -> str:
+    labels = {
+        "planner": pgettext("plan log role", "planner"),
+        "finalizer": pgettext("plan log role", "final summary"),
+        "step": pgettext("plan log role", "step agent"),
+    }
+    return str(labels.get(value, value or ""))
+
+
 @dataclass
 class LogEntry:
-    """One PlanLog row as the log page shows it: a one-line summary and the whole data as JSON."""
+    """One PlanLog row as the log page shows it: a one-line summary and the whole data as indented JSON."""
 
     log: PlanLog
     summary: str
@@ -33,9 +64,24 @@ class LogEntry:
         return self.log.step
 
 
+@dataclass
+class StepRow:
+    """One step of the plan on the log page: its status, what it answered, and its internal conversation."""
+
+    step: PlanStep
+    status_label: str
+    output: str
+    conversation_url: str | None
+
+
 def _short(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())  # one line
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _output(result: Any) -> str:
+    return str(result.get("output") or "") if isinstance(result, dict) else ""
 
 
 def _summary(log: PlanLog) -> str:
@@ -43,24 +89,36 @@ def _summary(log: PlanLog) -> str:
     if log.kind == LogKind.TOOL_CALL:
         line = f"{data.get('name', '')}({_short(data.get('arguments') or {}, 80)})"
         if data.get("status"):
-            line += f" {data['status']}"
+            line += f" {status_label(data['status'])}"
         if data.get("result"):
             line += f" → {_short(data['result'], 100)}"
         return line
     if log.kind == LogKind.MODEL_CALL:
         usage = data.get("usage") or {}
-        parts = [str(data.get("role") or "")]
+        parts = [_role_label(data.get("role"))]
         if data.get("call_id"):
-            parts.append(f"call {data['call_id']}")
+            parts.append(pgettext("plan log", "call %(id)s") % {"id": data["call_id"]})
         if data.get("tool_calls"):
             parts.append("→ " + ", ".join(str(name) for name in data["tool_calls"]))
         if usage:
-            parts.append(f"{usage.get('prompt_tokens', 0)} + {usage.get('completion_tokens', 0)} tokens")
+            parts.append(
+                _("Tokens: %(prompt)s prompt + %(completion)s completion")
+                % {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)}
+            )
         return " · ".join(part for part in parts if part)
-    parts = [str(data[key]) for key in ("event", "status") if data.get(key)]
+    parts = []
+    if data.get("event"):
+        parts.append(_event_label(data["event"]))
+    if data.get("status"):
+        parts.append(status_label(data["status"]))
+    if data.get("seconds"):
+        parts.append(pgettext("plan log", "timeout %(seconds)s s") % {"seconds": data["seconds"]})
     if data.get("userQuery"):
         parts.append(_short(data["userQuery"], 80))
-    return " · ".join(parts)
+    line = " · ".join(parts)
+    if _output(data.get("result")):
+        line += f" → {_short(_output(data['result']), 100)}"
+    return line
 
 
 def plan_log_entries(*, plan: Plan, step: int | None = None) -> list[LogEntry]:
@@ -72,3 +130,27 @@ def plan_log_entries(*, plan: Plan, step: int | None = None) -> list[LogEntry]:
         LogEntry(log=row, summary=_summary(row), data_json=json.dumps(row.data, ensure_ascii=False, indent=2))
         for row in rows
     ]
+
+
+def plan_step_rows(*, plan: Plan) -> list[StepRow]:
+    """The plan's steps in order, each with the page of its agent's internal conversation (the child conversation
+    of the plan's conversation with that agent, Conversation.parent; administrators open it, members never)."""
+    children: dict[str, Conversation] = {}
+    for child in (
+        Conversation.objects.filter(tenant_id=plan.tenant_id, parent_id=plan.conversation_id)
+        .select_related("agent")
+        .order_by("pk")
+    ):
+        children.setdefault(child.agent.name, child)
+    rows = []
+    for step in plan.steps.order_by("seqNo"):
+        child = children.get(step.agentName)
+        rows.append(
+            StepRow(
+                step=step,
+                status_label=status_label(step.status),
+                output=_short(_output(step.result), 160),
+                conversation_url=conversation_page(child) if child is not None else None,
+            )
+        )
+    return rows

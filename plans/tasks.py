@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 
 from asgiref.sync import async_to_sync
 from celery import current_app, shared_task
-from django.conf import settings
+
+from core.conf import setting
 
 NO_REPLY = "用户暂未回复 / the user has not replied"
 
@@ -23,11 +24,6 @@ logger = logging.getLogger(__name__)
 # Eager mode: plan id -> its pending timer (cancelled when the plan resumes, replaced when it asks again).
 _timers: dict[int, threading.Timer] = {}
 _timers_lock = threading.Lock()
-
-
-class _Silent:
-    async def emit(self, frame: dict) -> dict:
-        return frame
 
 
 # The surface that runs a turn the server starts (chat.turns.run_server_turn, registered by the chat app): it
@@ -44,9 +40,10 @@ def register_server_turn(runner: ServerTurn) -> None:
 @shared_task(name="plans.ask_timeout")
 def plan_ask_timeout(plan_id: int, interrupted_at: str | None = None) -> bool:
     """Resume the plan with NO_REPLY if it is still interrupted (and not interrupted again since)."""
+    from agents.runtime import run_turn
+    from agents.sinks import NullSink
     from memory.services import message_add
     from plans.models import Plan, PlanStatus
-    from plans.planner import run_planner_turn
     from tenants.scope import all_tenants, tenant_scope
 
     with all_tenants(reason="plan ask timeout"):
@@ -60,12 +57,12 @@ def plan_ask_timeout(plan_id: int, interrupted_at: str | None = None) -> bool:
         if _server_turn is not None:
             return async_to_sync(_server_turn)(conversation=conversation, content=NO_REPLY)
         message = message_add(conversation=conversation, role="user", content=NO_REPLY)
-        async_to_sync(run_planner_turn)(conversation=conversation, user_message=message, sink=_Silent())
+        async_to_sync(run_turn)(conversation=conversation, user_message=message, sink=NullSink())
     return True
 
 
 def ask_timeout_seconds() -> float:
-    return float(getattr(settings, "PLAN_ASK_TIMEOUT_SECONDS", 600))
+    return float(setting("PLAN_ASK_TIMEOUT_SECONDS"))
 
 
 def ask_timeout_schedule(*, plan_id: int, interrupted_at: str) -> str:
@@ -77,7 +74,7 @@ def ask_timeout_schedule(*, plan_id: int, interrupted_at: str) -> str:
     if not current_app.conf.task_always_eager:
         plan_ask_timeout.apply_async(args=[plan_id, interrupted_at], countdown=countdown)
         return "celery"
-    if not getattr(settings, "PLAN_ASK_TIMEOUT_IN_PROCESS", True):
+    if not setting("PLAN_ASK_TIMEOUT_IN_PROCESS"):
         return "off"
     timer = threading.Timer(countdown, _fire, args=(plan_id, interrupted_at))
     timer.daemon = True

@@ -9,8 +9,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from chat.markdown import render_markdown
-from plans.selectors import plan_for_tenant, plan_log_entries, record_for_tenant
+from core.markdown import render_markdown
+from memory.links import conversation_page
+from plans.selectors import plan_for_tenant, plan_log_entries, plan_step_rows, record_for_tenant
 from tenants.decorators import may_administer, tenant_required
 
 
@@ -34,7 +35,8 @@ def record_detail(request: HttpRequest, record_id: uuid.UUID) -> HttpResponse:
 @tenant_required
 @require_GET
 def plan_log(request: HttpRequest, plan_id: uuid.UUID) -> HttpResponse:
-    """The plan's log (O1) for owners and admins of its tenant; ?step=N shows one step's rows."""
+    """The plan's log (O1) for owners and admins of its tenant: its steps (each linked to its agent's internal
+    conversation), then every log row with a one-line summary and its data as JSON; ?step=N shows one step's rows."""
     if not may_administer(request):
         raise PermissionDenied("Only the tenant's owners and admins read plan logs.")
     plan = plan_for_tenant(tenant=request.tenant, plan_id=plan_id)
@@ -42,5 +44,11 @@ def plan_log(request: HttpRequest, plan_id: uuid.UUID) -> HttpResponse:
         raise Http404("No such plan.")
     raw = request.GET.get("step", "")
     step = int(raw) if raw.lstrip("-").isdigit() else None
-    entries = plan_log_entries(plan=plan, step=step)
-    return render(request, "plans/log.html", {"plan": plan, "entries": entries, "step": step})
+    context = {
+        "plan": plan,
+        "steps": plan_step_rows(plan=plan),
+        "entries": plan_log_entries(plan=plan, step=step),
+        "step": step,
+        "conversation_url": conversation_page(plan.conversation),
+    }
+    return render(request, "plans/log.html", context)

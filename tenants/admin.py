@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.db.models import Count
+from django.db.models import Count, Value
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
@@ -181,6 +183,25 @@ class MembershipInline(admin.TabularInline):
         return self._may_manage_members(request, obj)
 
 
+class TenantUsage(Protocol):
+    """Token usage as the tenant admin shows it; llm (a floor above) registers its own (llm.usage)."""
+
+    def tokens_this_month_subquery(self) -> Any: ...
+
+    def budget_cell(self, used: int, budget: int | None) -> str: ...
+
+    def usage_chart(self, *, tenant: Tenant) -> Any: ...
+
+
+_usage: TenantUsage | None = None
+
+
+def register_tenant_usage(usage: TenantUsage) -> None:
+    """Show this usage in the tenant admin (its column, ordering and chart); called from llm's AppConfig.ready()."""
+    global _usage
+    _usage = usage
+
+
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "active", "monthly_token_budget", "tokens_this_month", "member_count", "created_at"]
@@ -195,28 +216,21 @@ class TenantAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("tokens this month / budget"), ordering="tokens_month")
     def tokens_this_month(self, obj: Tenant) -> str:
-        from llm.usage import budget_cell
-
-        return budget_cell(obj.tokens_month, obj.monthly_token_budget)
+        if _usage is None:
+            return "—"
+        return _usage.budget_cell(obj.tokens_month, obj.monthly_token_budget)
 
     def change_view(self, request: HttpRequest, object_id, form_url="", extra_context=None):
-        from llm.usage import usage_chart
-
         # The tokens-per-day chart (T5, L3) under the tenant's fields; only for a tenant this user may see.
         tenant = self.get_object(request, object_id)
         extra_context = dict(extra_context or {})
-        if tenant is not None and self.has_view_permission(request, tenant):
-            extra_context["llm_usage"] = usage_chart(tenant=tenant)
+        if _usage is not None and tenant is not None and self.has_view_permission(request, tenant):
+            extra_context["llm_usage"] = _usage.usage_chart(tenant=tenant)
         return super().change_view(request, object_id, form_url, extra_context)
 
     def get_queryset(self, request: HttpRequest):
-        from llm.usage import tokens_this_month_subquery
-
-        queryset = (
-            super()
-            .get_queryset(request)
-            .annotate(member_count=Count("memberships"), tokens_month=tokens_this_month_subquery())
-        )
+        tokens = _usage.tokens_this_month_subquery() if _usage is not None else Value(0)
+        queryset = super().get_queryset(request).annotate(member_count=Count("memberships"), tokens_month=tokens)
         if is_platform_admin(request):
             return queryset
         return queryset.filter(pk=request.tenant.pk) if request.tenant else queryset.none()

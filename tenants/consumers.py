@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from core.db import database_sync_to_async
 from tenants.middleware import SESSION_KEY
 from tenants.scope import tenant_scope
 from tenants.selectors import resolve_membership

@@ -10,13 +10,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 
+from tenants import access
+
 View = Callable[..., HttpResponse]
 
 
 def may_administer(request: HttpRequest) -> bool:
-    """Owners and admins of the active tenant (and platform superusers) change its configuration; members read."""
-    membership = getattr(request, "membership", None)
-    return bool(request.user.is_superuser or (membership is not None and membership.can_administer))
+    """Owners and admins of the active tenant (and platform superusers) change its configuration; members read.
+    (tenants.access.may_administer, for a request.)"""
+    return access.may_administer(user=request.user, membership=getattr(request, "membership", None))
 
 
 def tenant_required(view: View) -> View:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from llm.client import database_sync_to_async, flush_records
+from agents import frames
+from agents.sinks import CollectingSink
+from core.db import database_sync_to_async
+from llm.client import flush_records
 
 
-class Collector:
-    """A sink that keeps the frames, numbered like the chat frame log does."""
+class Collector(CollectingSink):
+    """The collecting sink, refusing anything but a typed frame, with the tests' shorthands."""
 
-    def __init__(self) -> None:
-        self.frames: list[dict] = []
-
-    async def emit(self, frame: dict) -> dict:
-        frame = {"seq": len(self.frames) + 1, **frame}
-        self.frames.append(frame)
-        return frame
+    async def emit(self, frame: frames.Frame) -> dict:
+        assert isinstance(frame, frames.Frame), f"a runner emitted {frame!r} instead of a typed frame"
+        return await super().emit(frame)
 
     def of(self, kind: str) -> list[dict]:
         return [frame for frame in self.frames if frame["type"] == kind]
@@ -28,7 +27,8 @@ class Collector:
 
 
 async def user_turn(tenant, conversation, text: str, *, stop=None, client_id: str | None = None):
-    """Store `text` as the user's message and run the turn; returns (user message, reply, sink)."""
+    """Store `text` as the user's message and run the turn; returns (user message, reply, sink), the TurnResult
+    as `sink.result`."""
     from agents.runtime import run_turn
     from memory.services import message_add
     from tenants.scope import tenant_scope
@@ -40,6 +40,6 @@ async def user_turn(tenant, conversation, text: str, *, stop=None, client_id: st
     user = await database_sync_to_async(add)()
     sink = Collector()
     with tenant_scope(tenant):
-        reply = await run_turn(conversation=conversation, user_message=user, sink=sink, stop=stop)
+        sink.result = await run_turn(conversation=conversation, user_message=user, sink=sink, stop=stop)
         await flush_records()
-    return user, reply, sink
+    return user, sink.result.message, sink

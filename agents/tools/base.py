@@ -28,6 +28,8 @@ class ToolCallContext:
     agent_id: int | None = None
     conversation_id: int | None = None
     context: dict[str, Any] = field(default_factory=dict)
+    # The knowledge bases the running agent version has attached (None: not known to the caller).
+    knowledge_base_ids: tuple[int, ...] | None = None
 
 
 @dataclass

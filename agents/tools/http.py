@@ -16,17 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from channels.db import database_sync_to_async
-from django.conf import settings
 from django.utils.translation import gettext as _
 
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
+from core.conf import setting
+from core.db import database_sync_to_async
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
-DEFAULT_TIMEOUT = 10.0
-DEFAULT_MAX_BYTES = 1_000_000
 MAX_REDIRECTS = 5
 
 # Every range that is not the public internet (IANA special-purpose registries, IPv4 and IPv6).
@@ -70,7 +68,7 @@ def resolve_host(host: str, port: int) -> list[str]:
 
 
 def blocked_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    names = getattr(settings, "HTTP_TOOL_BLOCKED_NETWORKS", DEFAULT_BLOCKED_NETWORKS)
+    names = setting("HTTP_TOOL_BLOCKED_NETWORKS") or DEFAULT_BLOCKED_NETWORKS
     return [ipaddress.ip_network(name) for name in names]
 
 
@@ -151,7 +149,7 @@ def _content(response: httpx.Response, body: bytes) -> Any:
 async def _fetch(
     method: str, url: httpx.URL, headers: dict[str, str], body: Any, patterns: list[str], timeout: float
 ) -> dict:
-    max_bytes = int(getattr(settings, "HTTP_TOOL_MAX_BYTES", DEFAULT_MAX_BYTES))
+    max_bytes = int(setting("HTTP_TOOL_MAX_BYTES"))
     async with httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=timeout) as client:
         for _hop in range(MAX_REDIRECTS + 1):
             target = await _check_url(url, patterns)
@@ -233,7 +231,7 @@ class HttpRequestTool(Tool):
             if str(key).lower() not in _DROPPED_HEADERS
         }
         patterns = await database_sync_to_async(_allowed_patterns)(call.tenant)
-        timeout = float(getattr(settings, "HTTP_TOOL_TIMEOUT", DEFAULT_TIMEOUT))
+        timeout = float(setting("HTTP_TOOL_TIMEOUT"))
         try:
             result = await asyncio.wait_for(
                 _fetch(method, url, headers, arguments.get("json"), patterns, timeout), timeout

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.utils.translation import gettext as _
 
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
+from core.db import database_sync_to_async
 from tenants.scope import tenant_scope
 
 # `field` (seed 1): which part of the knowledge base to query. These names choose the retriever; any other name
@@ -45,15 +45,22 @@ def _knowledge_bases(call: ToolCallContext, name: str) -> list[Any]:
 
 
 def _attached_ids(call: ToolCallContext) -> list[int]:
+    """The knowledge bases of the calling agent's version (given by the turn), else of its conversation's version,
+    else of the agent's draft."""
+    from agents.config import agent_config, conversation_config
     from agents.models import Agent
     from memory.models import Conversation
 
+    if call.knowledge_base_ids is not None:
+        return list(call.knowledge_base_ids)
     if call.conversation_id:
-        conversation = Conversation.objects.select_related("version").filter(pk=call.conversation_id).first()
-        if conversation is not None and conversation.version is not None:
-            return list(conversation.version.snapshot.get("knowledge_base_ids") or [])
+        conversation = (
+            Conversation.objects.select_related("agent", "version", "provider").filter(pk=call.conversation_id).first()
+        )
+        if conversation is not None:
+            return list(conversation_config(conversation).knowledge_base_ids)
     agent = Agent.objects.filter(pk=call.agent_id).first() if call.agent_id else None
-    return list(agent.knowledge_bases.values_list("pk", flat=True)) if agent is not None else []
+    return list(agent_config(agent=agent).knowledge_base_ids) if agent is not None else []
 
 
 def _record(hit: Any) -> dict[str, Any]:

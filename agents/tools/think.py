@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.utils.translation import gettext as _
 
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
+from core.db import database_sync_to_async
 from llm.errors import LLMError
 from llm.models import Purpose, Tier
 from llm.selectors import TierChoice, model_for_tier

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agents.tools import ToolResult, get_tool, python_tool
+from agents.tools import ToolCallContext, ToolResult, get_tool, python_tool
 
 SPICY_WORDS = ("辣", "麻", "椒", "spicy", "chili", "chilli", "hot", "pepper", "sichuan", "szechuan")
 
@@ -110,7 +110,9 @@ def marketing_article_generate(topic: str, audience: str = "") -> str:
         "required": ["mobile", "body"],
     },
 )
-def sms_send(mobile: str, body: str, subject: str = "") -> ToolResult:
+def sms_send(mobile: str, body: str, subject: str = "", call: ToolCallContext | None = None) -> ToolResult:
     sent = bool(MOBILE.match(mobile.strip())) and bool(body.strip())
-    outbox = {"mobile": mobile, "subject": subject, "body": body, "sent": sent, "simulated": True}
-    return ToolResult(content=sent, context={"sms_outbox": [outbox]})
+    message = {"mobile": mobile, "subject": subject, "body": body, "sent": sent, "simulated": True}
+    # The outbox grows: the context's keys replace the turn's, so the tool returns the whole list.
+    earlier = call.context.get("sms_outbox") if call is not None else None
+    return ToolResult(content=sent, context={"sms_outbox": [*(earlier if isinstance(earlier, list) else []), message]})

@@ -7,17 +7,19 @@ user code); llm steps send the interpolated prompt to the tenant's model; the ou
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from agents.tools import ToolCallContext, ToolError, get_tool
+from agents.tools.invoke import invoke_tool, merge_tool_context
 from agents.tools.registry import PythonFunctionTool
 from agents.workflows.interpolation import InterpolationError, as_text, interpolate
 from agents.workflows.schema import ASKING_TYPES, Step, Workflow
@@ -187,13 +189,16 @@ async def run_workflow(
     on_step: StepHook | None = None,
     context: dict[str, Any] | None = None,
     resume: WorkflowPause | None = None,
+    stop: asyncio.Event | None = None,
+    knowledge_base_ids: tuple[int, ...] | None = None,
 ) -> WorkflowRunResult:
     """Run `workflow` to its output step. Never raises for a failing step: the run ends "failed" with the error
     in the result and in that step's log entry. An input or ask step that lacks a variable ends the run
     "interrupted" with its question and a `pause`; `resume=pause` (with the answer as `message`) goes on from that
     step with the variables and tool context known then, without running the earlier steps again.
 
-    `context` is the tool context the run starts from (the conversation's, A5).
+    `context` is the tool context the run starts from (the conversation's, A5). Setting `stop` ends the run
+    "stopped" before its next step (an llm step stops at its next chunk); the steps done so far stay in the log.
     """
     variables: dict[str, Any] = dict(resume.variables) if resume else {}
     context = dict(resume.context) if resume else dict(context or {})
@@ -204,7 +209,12 @@ async def run_workflow(
         run.error = _("The workflow no longer has the step “%(step)s” that asked: start again.") % {"step": resume.step}
         return run
     start = ids.index(resume.step) if resume else 0
+    call = ToolCallContext(tenant=tenant, user_id=user_id, agent_id=agent_id, conversation_id=conversation_id,
+                           context=context, knowledge_base_ids=knowledge_base_ids)  # fmt: skip
     for step in workflow.steps[start:]:
+        if stop is not None and stop.is_set():
+            run.status = "stopped"
+            break
         answering = resume is not None and step.id == resume.step
         started = time.perf_counter()
         entry: dict[str, Any] = {"step": step.id, "type": step.type, "inputs": {}, "outputs": {}, "error": ""}
@@ -217,14 +227,13 @@ async def run_workflow(
             elif step.type in ("plugin", "custom"):
                 arguments = interpolate(step.inputs, variables)
                 entry["inputs"] = arguments
-                produced = _assign(step, await _call_tool(step, arguments, tenant, agent_id, conversation_id,
-                                                          user_id, context))  # fmt: skip
+                produced = _assign(step, await _call_tool(step, arguments, call))
             elif step.type == "llm":
                 prompt = as_text(interpolate(step.prompt, variables))
                 system = as_text(interpolate(step.system, variables)) if step.system else ""
                 entry["inputs"] = {"prompt": prompt, **({"system": system} if system else {})}
                 text = await _call_model(tenant, provider, model, temperature, prompt, system, agent_id,
-                                         conversation_id)  # fmt: skip
+                                         conversation_id, stop)  # fmt: skip
                 produced = _assign(step, text)
             else:  # output
                 values = interpolate(step.inputs, variables)
@@ -253,9 +262,13 @@ async def run_workflow(
         except (StepFailed, InterpolationError, ToolError) as exc:
             entry["error"] = str(exc)
         except Exception as exc:  # a tool or the model failed: the run records it and stops
+            from llm import errors
             from llm.errors import LLMError
 
-            if isinstance(exc, LLMError):
+            if isinstance(exc, LLMError) and exc.code == errors.CANCELLED:
+                run.status = "stopped"
+                entry["error"] = str(exc.message)
+            elif isinstance(exc, LLMError):
                 entry["error"] = str(exc.message)
             else:
                 entry["error"] = _("The step failed: %(error)s") % {"error": exc}
@@ -264,6 +277,8 @@ async def run_workflow(
         if on_step is not None:
             phase = "failed" if entry["error"] else "interrupted" if run.pause else "completed"
             await on_step(step, phase, entry)
+        if run.status == "stopped":
+            break
         if entry["error"]:
             run.status = "failed"
             run.error = _("Step “%(step)s” failed: %(error)s") % {"step": step.id, "error": entry["error"]}
@@ -275,35 +290,22 @@ async def run_workflow(
     return run
 
 
-async def _call_tool(
-    step: Step,
-    arguments: dict[str, Any],
-    tenant: Tenant,
-    agent_id: int | None,
-    conversation_id: int | None,
-    user_id: int | None,
-    context: dict[str, Any],
-) -> Any:
+async def _call_tool(step: Step, arguments: dict[str, Any], call: ToolCallContext) -> Any:
+    """A plugin or custom step's call, through the same invoke_tool as the tool loop (schema, timeout); its
+    returned context joins the run's by the same rule."""
     name = step.plugin or step.function
     tool = get_tool(name)
     if tool is None or (step.type == "custom" and not isinstance(tool, PythonFunctionTool)):
         raise StepFailed(_("“%(name)s” is not a registered tool or function.") % {"name": name})
-    problems = tool.validation_errors(arguments)
-    if problems:
-        raise StepFailed(
-            _("Invalid arguments for %(name)s: %(problems)s") % {"name": name, "problems": "; ".join(problems)}
-        )
-    call = ToolCallContext(tenant=tenant, user_id=user_id, agent_id=agent_id, conversation_id=conversation_id,
-                           context=dict(context))  # fmt: skip
-    result = await tool.run(arguments, call)
-    if result.ask_user:
-        raise StepFailed(result.ask_user)
-    for key, value in result.context.items():
-        if isinstance(value, list) and isinstance(context.get(key), list):
-            context[key] = [*context[key], *value]
-        else:
-            context[key] = value
-    return result.content
+    outcome = await invoke_tool(tool, name=name, arguments=arguments, call=replace(call, context=dict(call.context)))
+    if not outcome.ok:
+        raise StepFailed(outcome.error)
+    if outcome.ask_user:
+        raise StepFailed(outcome.ask_user)
+    merged = merge_tool_context(call.context, [outcome])
+    call.context.clear()
+    call.context.update(merged)
+    return outcome.result.content
 
 
 async def _call_model(
@@ -315,8 +317,10 @@ async def _call_model(
     system: str,
     agent_id: int | None,
     conversation_id: int | None,
+    stop: asyncio.Event | None = None,
 ) -> str:
-    from llm.client import complete_chat, database_sync_to_async
+    from core.db import database_sync_to_async
+    from llm.client import complete_chat
     from llm.selectors import default_provider
 
     if provider is None:
@@ -333,5 +337,6 @@ async def _call_model(
         purpose="chat",
         agent_id=agent_id,
         conversation_id=conversation_id,
+        cancel=stop,
     )
     return result.text

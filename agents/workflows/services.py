@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # A run paused by an input or ask step (its question and state in outputs["pause"]). WorkflowRunStatus has no
 # such choice yet (agents/models.py is not this module's); the column is free text, so the value is stored as is.
-RUN_INTERRUPTED = getattr(WorkflowRunStatus, "INTERRUPTED", "interrupted")
+RUN_INTERRUPTED = WorkflowRunStatus.INTERRUPTED
 
 
 def workflow_validate(*, yaml_text: str) -> WorkflowDocument:
@@ -107,9 +107,11 @@ def workflow_run_record(
 
 
 def _run_status(result: WorkflowRunResult) -> str:
-    if result.status == "completed":
-        return WorkflowRunStatus.COMPLETED
-    return RUN_INTERRUPTED if result.status == "interrupted" else WorkflowRunStatus.FAILED
+    return {
+        "completed": WorkflowRunStatus.COMPLETED,
+        "interrupted": RUN_INTERRUPTED,
+        "stopped": WorkflowRunStatus.STOPPED,
+    }.get(result.status, WorkflowRunStatus.FAILED)
 
 
 def _run_outputs(result: WorkflowRunResult) -> dict[str, Any]:
@@ -127,23 +129,19 @@ async def workflow_execute(
     message: str = "",
     inputs: dict[str, Any] | None = None,
     conversation_id: int | None = None,
-    agent_id: int | None = None,
-    user_id: int | None = None,
-    provider: Any = None,
-    model: str | None = None,
-    temperature: float | None = None,
-    on_step: Any = None,
     document_yaml: str | None = None,
     context: dict[str, Any] | None = None,
+    **options: Any,
 ) -> tuple[WorkflowRun, WorkflowRunResult]:
     """Run a stored workflow and record the run; returns (run row, WorkflowRunResult).
 
     `document_yaml` runs a frozen version of the document (an agent version's snapshot) instead of the current one;
-    `context` is the tool context the run starts from. A run that asks the user is stored "interrupted" with its
-    pause (question, step, variables, tool context); `workflow_resume` goes on with it.
+    `context` is the tool context the run starts from; `options` are run_workflow's (model, agent, user, on_step,
+    stop...). A run that asks the user is stored "interrupted" with its pause (question, step, variables, tool
+    context); `workflow_resume` goes on with it.
     """
     from agents.workflows.runner import run_workflow
-    from llm.client import database_sync_to_async
+    from core.db import database_sync_to_async
 
     started = time.perf_counter()
     document = parse_workflow(document_yaml or workflow.yaml)
@@ -152,14 +150,9 @@ async def workflow_execute(
         tenant=tenant,
         message=message,
         inputs=inputs,
-        provider=provider,
-        model=model,
-        temperature=temperature,
-        agent_id=agent_id,
         conversation_id=conversation_id,
-        user_id=user_id,
-        on_step=on_step,
         context=context,
+        **options,
     )
     run = await database_sync_to_async(workflow_run_record)(
         workflow=workflow,
@@ -195,22 +188,13 @@ def _run_update(*, run: WorkflowRun, result: WorkflowRunResult, message: str, ms
 
 
 async def workflow_resume(
-    *,
-    run: WorkflowRun,
-    message: str,
-    tenant: Tenant,
-    agent_id: int | None = None,
-    user_id: int | None = None,
-    provider: Any = None,
-    model: str | None = None,
-    temperature: float | None = None,
-    on_step: Any = None,
-    document_yaml: str | None = None,
+    *, run: WorkflowRun, message: str, tenant: Tenant, document_yaml: str | None = None, **options: Any
 ) -> tuple[WorkflowRun, WorkflowRunResult]:
     """Go on with a paused run from the step that asked, `message` being the user's answer; the steps before it
-    are not run again. The same run row is updated (its log grows, the answers are kept in its inputs)."""
+    are not run again. The same run row is updated (its log grows, the answers are kept in its inputs). `options`
+    are run_workflow's."""
     from agents.workflows.runner import WorkflowPause, run_workflow
-    from llm.client import database_sync_to_async
+    from core.db import database_sync_to_async
 
     started = time.perf_counter()
     workflow = await database_sync_to_async(lambda: run.workflow)()
@@ -219,14 +203,9 @@ async def workflow_resume(
         document,
         tenant=tenant,
         message=message,
-        provider=provider,
-        model=model,
-        temperature=temperature,
-        agent_id=agent_id,
         conversation_id=run.conversation_id,
-        user_id=user_id,
-        on_step=on_step,
         resume=WorkflowPause.from_dict((run.outputs or {}).get("pause") or {}),
+        **options,
     )
     ms = (time.perf_counter() - started) * 1000
     run = await database_sync_to_async(_run_update)(run=run, result=result, message=message, ms=ms)

@@ -1,5 +1,6 @@
 /* The chat page's socket (docs/stream-protocol.md): send a message, stream the reply, catch up after a drop.
- * Model text is only ever set with textContent; the one HTML inserted is the server-sanitised `html` of `done`. */
+ * Model text is only ever set with textContent; the only HTML inserted is the server-sanitised `html` of `done`
+ * (a reply) and of `step` (a step card's result), both rendered by core.markdown.render_markdown. */
 (function () {
   "use strict";
 
@@ -147,9 +148,11 @@
   function adoptCard(card) {
     var text = null;
     var body = card.querySelector(".chat-body");
-    if (body) {
-      // Server-rendered content is text: keep it as the card's one text node so deltas append after it.
-      text = document.createTextNode(body.textContent.replace(/^\s+|\s+$/g, ""));
+    if (body && body.children.length) {
+      // A finished step's result, rendered by the server from Markdown (sanitised): kept as it is.
+    } else if (body) {
+      // No result yet (the step has not run, is running, or asked a question): the run's deltas append here.
+      text = document.createTextNode("");
       body.textContent = "";
       body.appendChild(text);
     }
@@ -195,7 +198,7 @@
     after.hidden = true;
     card.appendChild(after);
     card.appendChild(el("ul", "chat-tools"));
-    var body = el("div", "chat-body chat-plain");
+    var body = el("div", "chat-body chat-md chat-plain");
     body.appendChild(document.createTextNode(""));
     card.appendChild(body);
     card.appendChild(el("div", "chat-step-result"));
@@ -212,8 +215,39 @@
     return steps[index];
   }
 
+  // A card shows one run of its step. The run's deltas append to the body as text; its `step` frame then replaces
+  // the body with the whole result (the server's sanitised rendering, else the text). A new run (the status goes
+  // to in_progress: the plan resumed after the step's question, or the step runs again) starts from an empty body
+  // and no result, so it never continues the text of the run before (the question it asked).
+  var ENDED = { completed: true, failed: true, stopped: true };
+
+  function resetBody(card) {
+    if (!card.body) return;
+    card.body.textContent = "";
+    card.body.classList.add("chat-plain");
+    card.text = document.createTextNode("");
+    card.body.appendChild(card.text);
+  }
+
+  function setBodyText(card, content) {
+    if (!card.text) resetBody(card);
+    if (card.text) card.text.data = content;
+  }
+
+  function setBodyHtml(card, html) {
+    if (!card.body) return;
+    card.body.innerHTML = html; // core.markdown.render_markdown's output: sanitised by the server
+    card.body.classList.remove("chat-plain");
+    card.text = null;
+  }
+
   function setStepStatus(card, status) {
     if (!status) return;
+    if (status === "in_progress" && card.item.dataset.status !== "in_progress") {
+      resetBody(card);
+      if (card.result) card.result.textContent = "";
+      if (card.tools) card.tools.textContent = ""; // the earlier run's tool lines too
+    }
     card.item.dataset.status = status;
     if (card.status) card.status.textContent = statusLabel(status);
   }
@@ -285,8 +319,9 @@
     }
     if (card.item.dataset.status === "interrupted") {
       showQuestion(card, typeof content === "string" ? content : "");
-    } else if (typeof content === "string" && content && card.text && !card.text.data) {
-      card.text.appendData(content);
+    } else if (typeof content === "string" && content && card.text) {
+      // The full result as text (no rendering arrived with it): it replaces what the deltas wrote.
+      setBodyText(card, content);
     }
   }
 
@@ -315,7 +350,10 @@
         card.after.textContent = depends.length ? format(planLabels.labelAfter, { steps: depends.join(", ") }) : "";
       }
       setStepStatus(card, step.status);
-      if (step.result !== undefined && step.result !== null) renderResult(card, step.result);
+      // A step that has not run yet or runs again still holds its earlier run's result (the question it asked):
+      // only an ended or interrupted step's result is its card's.
+      var current = ENDED[step.status] || step.status === "interrupted";
+      if (current && step.result !== undefined && step.result !== null) renderResult(card, step.result);
       else showQuestion(card, "");
     });
     refreshLogLinks();
@@ -347,7 +385,7 @@
   function finishReply(frame) {
     var target = targetFor(frame);
     if (typeof frame.html === "string") {
-      // Server-sanitised markdown (chat.markdown.render_markdown): the only HTML the page inserts.
+      // Server-sanitised markdown (core.markdown.render_markdown), as for a step card's result.
       target.body.innerHTML = frame.html;
       target.body.classList.remove("chat-plain");
     }
@@ -415,6 +453,7 @@
       }
       case "delta": {
         var target = targetFor(frame);
+        if (!target.text) resetBody(target);
         target.text.appendData(frame.content || "");
         setRunning(true);
         scrollDown();
@@ -430,7 +469,13 @@
         if (index > 0) {
           var card = ensureStep(index);
           setStepStatus(card, frame.status);
-          renderResult(card, frame.agentChatResponse || {});
+          if (frame.status === "interrupted") {
+            resetBody(card); // the question goes to the card's question box, not its result
+          } else if (typeof frame.html === "string") {
+            // The whole result as Markdown, rendered and sanitised by the server (chat.sinks): tables, lists.
+            setBodyHtml(card, frame.html);
+          }
+          renderResult(card, frame.agentChatResponse || {}); // the question, a table or a link; text without html
           if (frame.status !== "interrupted") showQuestion(card, "");
         }
         break;

@@ -166,7 +166,7 @@ async def test_private_and_special_addresses_are_refused_even_when_allowed(tenan
 
 
 async def _allow_async(tenant, *hosts):
-    from channels.db import database_sync_to_async
+    from core.db import database_sync_to_async
 
     await database_sync_to_async(_allow)(tenant, *hosts)
 
@@ -254,7 +254,7 @@ def test_conclusion_is_the_text_after_the_marker():
 
 @pytest.mark.django_db(transaction=True)
 async def test_deep_think_asks_the_reasoning_model_and_returns_the_conclusion(tenant, scripted_llm):
-    from channels.db import database_sync_to_async
+    from core.db import database_sync_to_async
 
     def make_provider():
         with tenant_scope(tenant):

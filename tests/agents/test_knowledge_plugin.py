@@ -9,11 +9,10 @@ import json
 import pytest
 from django.core.exceptions import ValidationError
 
-from agents.runtime import turn_setup
-from agents.services import agent_create, agent_publish, agent_update
+from agents.config import conversation_config
+from agents.services import agent_create, agent_publish, agent_update, conversation_start
 from agents.tools import ToolCallContext, ToolError, get_tool
 from knowledge.services import document_add, knowledge_base_create
-from memory.services import conversation_start
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import user_turn
@@ -94,8 +93,8 @@ def test_a_version_freezes_the_knowledge_bases_and_the_tool_is_offered(tenant, m
         assert version.snapshot["knowledge_base_ids"] == [menu.pk]
         conversation = conversation_start(agent=agent, user=member)
         agent_update(agent=agent, knowledge_bases=[])  # the draft changes; the conversation keeps its version
-        setup = turn_setup(conversation=conversation)
-    assert [tool.name for tool in setup.tools] == [TOOL]
+        config = conversation_config(conversation)
+    assert config.tool_names == (TOOL,) and config.knowledge_base_ids == (menu.pk,)
 
 
 def test_a_turn_calls_the_plugin_and_the_model_gets_the_sources_to_cite(tenant, member, scripted_llm):

@@ -3,13 +3,13 @@
 import asyncio
 
 import pytest
-from channels.db import database_sync_to_async
 
 from agents.runtime import run_turn
-from agents.services import agent_create
+from agents.services import agent_create, conversation_start
+from core.db import database_sync_to_async
 from llm.models import LLMCall
 from memory.models import Message, MessageStatus
-from memory.services import conversation_start, message_add
+from memory.services import message_add
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import Collector, user_turn
@@ -135,7 +135,9 @@ async def test_stop_ends_the_reply_as_partial_with_code_cancelled(tenant, conver
     user = await database_sync_to_async(_add)(tenant, conversation, "user", "talk", client_id="c-stop")
     sink = StopAfterThree()
     with tenant_scope(tenant):
-        reply = await run_turn(conversation=conversation, user_message=user, sink=sink, stop=stop)
+        result = await run_turn(conversation=conversation, user_message=user, sink=sink, stop=stop)
+    reply = result.message
+    assert result.status == "stopped" and result.error_code == "cancelled"
     assert reply.status == MessageStatus.PARTIAL and reply.error_code == "cancelled"
     assert sink.types()[-1] == "error" and sink.frames[-1]["code"] == "cancelled"
     assert sink.types().count("delta") < 10

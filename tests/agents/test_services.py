@@ -5,9 +5,8 @@ from django.core.exceptions import ValidationError
 
 from agents.models import AgentVersion
 from agents.selectors import agent_list_for_planner
-from agents.services import agent_create, agent_publish, agent_update
+from agents.services import agent_create, agent_publish, agent_update, conversation_start
 from memory.models import ConversationContext
-from memory.services import conversation_start
 from tenants.scope import tenant_scope
 from tests.agents.factories import AgentFactory
 

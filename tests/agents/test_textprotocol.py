@@ -4,13 +4,12 @@ import asyncio
 import json
 
 import pytest
-from channels.db import database_sync_to_async
 
 from agents import textprotocol
-from agents.services import agent_create
+from agents.services import agent_create, conversation_start
 from agents.tools import get_tool
+from core.db import database_sync_to_async
 from memory.models import Message
-from memory.services import conversation_start
 from tenants.scope import tenant_scope
 from tests.agents.test_toolloop import RUNS
 from tests.llm.factories import ModelProviderFactory

@@ -4,14 +4,13 @@ import asyncio
 import json
 
 import pytest
-from channels.db import database_sync_to_async
 
 from agents import runtime
-from agents.runtime import register_turn_runner
-from agents.services import agent_create
+from agents.runtime import register_runner
+from agents.services import agent_create, conversation_start
 from agents.tools import ToolError, ToolResult, python_tool
+from core.db import database_sync_to_async
 from memory.models import ConversationContext, Message
-from memory.services import conversation_start
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import user_turn
@@ -252,14 +251,19 @@ async def test_a_registered_runner_answers_its_kind(tenant, make_conversation, s
     monkeypatch.setattr(runtime, "_runners", dict(runtime._runners))
     seen = []
 
-    async def runner(**kwargs):
-        seen.append(kwargs["conversation"].pk)
-        return kwargs["user_message"]
+    class Echo(runtime.TurnRunner):
+        kinds = ("planner",)
 
-    register_turn_runner("planner", runner)
+        async def run(self, turn):
+            seen.append((turn.conversation.pk, turn.config.kind, turn.user_message.content))
+            await turn.say("echo")
+            return await turn.finish("echo")
+
+    register_runner(Echo())
     conversation = await make_conversation(tools=(), kind="planner")
-    await _turn(tenant, conversation, "hi")
-    assert seen == [conversation.pk] and await _requests(scripted_llm) == []
+    reply, sink = await _turn(tenant, conversation, "hi")
+    assert seen == [(conversation.pk, "planner", "hi")] and await _requests(scripted_llm) == []
+    assert reply.content == "echo" and sink.types() == ["delta", "step", "done"]
 
 
 async def test_a_slow_tool_times_out_and_a_tool_error_goes_back_to_the_model(

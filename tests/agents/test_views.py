@@ -7,9 +7,8 @@ from django.core.management import call_command
 from django.urls import NoReverseMatch, include, path, reverse
 
 from agents.models import Agent, AgentVersion
-from agents.services import agent_publish
+from agents.services import agent_publish, conversation_start
 from memory.models import OverflowMetric
-from memory.services import conversation_start
 from tenants.models import Role, Tenant
 from tenants.scope import tenant_scope
 from tests.agents.factories import AgentFactory

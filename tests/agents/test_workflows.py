@@ -402,9 +402,9 @@ def test_admin_validates_the_yaml_and_hides_other_tenants(login, tenant, tenant_
 def test_a_workflow_agent_turn_streams_step_frames_and_stores_reply_and_run(tenant, member, scripted_llm):
     from agents.models import WorkflowRun
     from agents.runtime import run_turn
-    from agents.services import agent_create
+    from agents.services import agent_create, conversation_start
     from memory.models import Message
-    from memory.services import conversation_start, message_add
+    from memory.services import message_add
 
     with tenant_scope(tenant):
         ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True)
@@ -420,7 +420,9 @@ def test_a_workflow_agent_turn_streams_step_frames_and_stores_reply_and_run(tena
         with tenant_scope(tenant):
             return await run_turn(conversation=conversation, user_message=user, sink=sink)
 
-    reply = asyncio.run(go())
+    result = asyncio.run(go())
+    reply = result.message
+    assert result.status == "completed"
     tools = [(f["name"], f["status"]) for f in sink.frames if f["type"] == "tool"]
     assert tools[:2] == [("input_step", "started"), ("input_step", "completed")]
     assert tools[-1] == ("output_step", "completed") and len(tools) == 10
@@ -439,8 +441,7 @@ def test_a_workflow_agent_turn_streams_step_frames_and_stores_reply_and_run(tena
 
 
 def _workflow_conversation(tenant, member, text=MARKETING):
-    from agents.services import agent_create
-    from memory.services import conversation_start
+    from agents.services import agent_create, conversation_start
 
     with tenant_scope(tenant):
         agent = agent_create(tenant=tenant, name="营销助理", kind="workflow")
@@ -461,7 +462,8 @@ def _turn(tenant, conversation, text):
         with tenant_scope(tenant), translation.override("en"):
             return await run_turn(conversation=conversation, user_message=user, sink=sink)
 
-    return asyncio.run(go()), sink
+    sink.result = asyncio.run(go())
+    return sink.result.message, sink
 
 
 def _runs(tenant):
@@ -546,8 +548,8 @@ def test_the_home_page_has_a_workflows_card(login, tenant, member):
 def test_a_published_version_freezes_the_workflow_document(tenant, member, scripted_llm):
     from agents.models import Workflow
     from agents.runtime import run_turn
-    from agents.services import agent_create, agent_publish
-    from memory.services import conversation_start, message_add
+    from agents.services import agent_create, agent_publish, conversation_start
+    from memory.services import message_add
 
     with tenant_scope(tenant):
         ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True)
@@ -565,4 +567,4 @@ def test_a_published_version_freezes_the_workflow_document(tenant, member, scrip
         with tenant_scope(tenant):
             return await run_turn(conversation=conversation, user_message=user, sink=Collector())
 
-    assert asyncio.run(go()).content == "true"  # the version's document ran
+    assert asyncio.run(go()).message.content == "true"  # the version's document ran

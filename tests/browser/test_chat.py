@@ -10,9 +10,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from agents.models import Agent
-from agents.services import agent_create, agent_publish
+from agents.services import agent_create, agent_publish, conversation_start
 from memory.models import Conversation, Message
-from memory.services import conversation_start
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 from tests.browser.pages import PASSWORD, log_in

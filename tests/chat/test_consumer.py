@@ -5,15 +5,14 @@ import asyncio
 import uuid
 
 import pytest
-from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from agents.services import agent_create
+from agents.services import agent_create, conversation_start
 from chat import streams, turns
 from config.asgi import application
+from core.db import database_sync_to_async
 from llm.errors import message_for
 from memory.models import Message
-from memory.services import conversation_start
 from tenants.models import Role
 from tenants.scope import tenant_scope
 from tests.factories import MembershipFactory, UserFactory

@@ -91,7 +91,6 @@ def test_cards_from_an_execution_plan():
     assert cards[4].columns == ["k", "v"] and cards[4].rows == [["1", ""], ["2", "x"]]
 
 
-@pytest.mark.skipif(selectors.Plan is None, reason="plans.models is not there yet")
 def test_with_the_plans_app_a_conversation_without_a_plan_has_an_empty_panel(login, member, tenant):
     conversation = _conversation(tenant, member, _agent(tenant))
     response = login(member).get(reverse("chat:conversation", args=[conversation.pk]))
@@ -99,7 +98,6 @@ def test_with_the_plans_app_a_conversation_without_a_plan_has_an_empty_panel(log
     assert response.context["plan"] is None
 
 
-@pytest.mark.skipif(selectors.Plan is None, reason="plans.models is not there yet")
 def test_a_stored_plan_renders_as_cards_on_reload(login, member, tenant):
     from tests.plans.test_plan_admin import make_plan
 
@@ -114,7 +112,6 @@ def test_a_stored_plan_renders_as_cards_on_reload(login, member, tenant):
     assert "Solar first requirement" in html and "Solar output" in html
 
 
-@pytest.mark.skipif(selectors.Plan is None, reason="plans.models is not there yet")
 def test_another_tenants_plan_never_shows(login, member, tenant, other_tenant):
     from tests.plans.test_plan_admin import make_plan
 
@@ -126,3 +123,76 @@ def test_another_tenants_plan_never_shows(login, member, tenant, other_tenant):
     response = client.get(reverse("chat:conversation", args=[theirs.conversation_id]))
     assert response.status_code == 404
     assert "Noodle first requirement" not in response.content.decode()
+
+
+def test_a_step_result_renders_as_markdown_and_a_stored_report_keeps_its_link():
+    table = "| 年份 | 收益 |\n| --- | --- |\n| 1 | 83936.6 |"
+    stored = {"recordId": "r-1", "output": table, "status": "completed", "context": {},
+              "url": "/plans/records/r-1/", "title": "光伏经济性测算报告"}  # fmt: skip
+    plan = {"steps": [{"seqNo": 3, "agentName": "报告", "status": "completed", "result": stored}]}
+    (card,) = selectors.plan_cards(plan)
+    assert "<table>" in card.html and "| --- |" not in card.html
+    assert card.link == {"url": "/plans/records/r-1/", "title": "光伏经济性测算报告"}
+    unsafe = selectors.plan_cards(
+        {"steps": [{"seqNo": 1, "status": "completed", "result": {"output": "<script>x()</script>**ok**"}}]}
+    )
+    assert "<script>" not in unsafe[0].html and "<strong>ok</strong>" in unsafe[0].html
+
+
+def test_the_live_step_frame_carries_the_rendered_result():
+    from agents import frames
+    from chat.sinks import page_frame
+
+    step = frames.Step.response(index=2, status="completed", content="| a |\n| - |\n| 1 |", intent="plan_step")
+    sent = page_frame(step)
+    assert sent["type"] == "step" and "<table>" in sent["html"] and sent["agentChatResponse"]["content"].startswith("|")
+    done = page_frame(frames.Done(message_id=1, status="complete", usage=frames.usage_dict(), content="**hi**"))
+    assert "content" not in done and done["html"] == "<p><strong>hi</strong></p>"
+
+
+def test_plan_step_conversations_stay_out_of_the_list(login, member, tenant):
+    from agents.services import conversation_start
+    from tenants.scope import tenant_scope
+
+    agent = _agent(tenant)
+    own = _conversation(tenant, member, agent)
+    with tenant_scope(tenant):
+        step = conversation_start(agent=agent, user=member, parent=own)
+        assert selectors.conversation_list(user=member) == [own]
+    client = login(member)
+    page = client.get(reverse("chat:list")).content.decode()
+    assert f"/chat/{own.pk}/" in page and f"/chat/{step.pk}/" not in page
+    assert client.get(reverse("chat:conversation", args=[step.pk])).status_code == 404
+
+
+def test_a_step_that_has_not_run_again_shows_no_result_of_its_earlier_run():
+    asked = {"recordId": "r", "output": "请问项目地点在哪里？", "status": "interrupted", "context": {}}
+    report = {"recordId": "r2", "output": "old", "url": "/plans/records/r2/", "title": "Old report"}
+    steps = [
+        {"seqNo": 1, "status": "interrupted", "result": asked},
+        {"seqNo": 2, "status": "not_started", "result": asked},  # the plan resumed: the step runs again
+        {"seqNo": 3, "status": "in_progress", "result": report},
+    ]
+    interrupted, resumed, running = selectors.plan_cards({"steps": steps})
+    assert interrupted.content == "请问项目地点在哪里？" and interrupted.html == ""  # the question box shows it
+    assert (resumed.content, resumed.html, resumed.link) == ("", "", None)
+    assert (running.content, running.html, running.link) == ("", "", None)
+
+
+def test_the_reloaded_page_shows_the_result_as_markdown_and_the_report_link(login, member, tenant):
+    from plans import services
+    from tenants.scope import tenant_scope
+    from tests.plans.test_plan_admin import make_plan
+
+    plan = make_plan(tenant, "Solar", user=member)
+    output = "| 因素 | IRR |\n| --- | --- |\n| 电价 | 17.38% |\n\n<script>alert(1)</script>"
+    stored = {"recordId": "r-3", "output": output, "status": "completed", "context": {},
+              "url": "/plans/records/r-3/", "title": "光伏报告"}  # fmt: skip
+    with tenant_scope(tenant):
+        services.step_update(step=plan.steps.get(seqNo=1), status="completed", result=stored)
+    page = login(member).get(reverse("chat:conversation", args=[plan.conversation_id])).content.decode()
+    card = page[page.index('<section class="chat-step" data-index="1"') :]
+    card = card[: card.index("</section>")]
+    assert '<div class="chat-body chat-md"><table>' in card and "<td>电价</td>" in card and "| ---" not in card
+    assert "<script>" not in page.split('id="chat-plan"', 1)[1].split("</section>")[0]
+    assert '<a class="chat-step-link" href="/plans/records/r-3/">光伏报告</a>' in card

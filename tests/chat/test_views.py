@@ -3,9 +3,9 @@
 import pytest
 from django.urls import reverse
 
-from agents.services import agent_create, agent_publish
+from agents.services import agent_create, agent_publish, conversation_start
 from memory.models import Conversation, ConversationContext, MessageStatus
-from memory.services import assistant_message_finish, conversation_start, message_add
+from memory.services import assistant_message_finish, message_add
 from tenants.scope import tenant_scope
 from tests.factories import MembershipFactory, UserFactory
 
@@ -60,6 +60,18 @@ def test_list_shows_only_the_users_conversations_of_the_active_tenant(
     assert "Dumplings" not in page and reverse("chat:conversation", args=[elsewhere.pk]) not in page
     # The picker offers the tenant's active agents only.
     assert "Solar advisor" in page and "Menu helper" not in page
+
+
+def test_list_leaves_out_plan_step_conversations_even_for_an_admin(login, tenant, tenant_admin):
+    planner, step_agent = _agent(tenant, name="Planner"), _agent(tenant, name="Economics")
+    own = _conversation(tenant, tenant_admin, planner, title="My plan")
+    with tenant_scope(tenant):
+        step = conversation_start(agent=step_agent, user=tenant_admin, parent=own, title=f"plan:{own.pk}")
+    page = login(tenant_admin, tenant).get(reverse("chat:list")).content.decode()
+    assert "My plan" in page and f"plan:{own.pk}" not in page
+    assert reverse("chat:conversation", args=[step.pk]) not in page
+    # The admin opens it from the plan log (tests/plans/test_plan_log.py), not from the list.
+    assert login(tenant_admin, tenant).get(reverse("chat:conversation", args=[step.pk])).status_code == 200
 
 
 def test_list_is_newest_first(login, member, tenant):

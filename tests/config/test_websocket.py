@@ -1,11 +1,11 @@
 """Websockets: the real ASGI stack (origin check, session auth) round-trips through the Redis channel layer."""
 
 import pytest
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from config.asgi import application
+from core.db import database_sync_to_async
 from tests.websockets import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)

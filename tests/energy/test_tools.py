@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from channels.db import database_sync_to_async
 
 import agents.packs.energy.tools  # noqa: F401 - registers the tools even before the app is in INSTALLED_APPS
 from agents.models import Agent, Workflow, WorkflowRun
 from agents.packs.energy.demo import DEMO_AGENTS, ECONOMICS_WORKFLOW, PLANNER_AGENT, seed_energy_demo
-from agents.services import agent_ensure
+from agents.services import agent_ensure, conversation_start
 from agents.tools import ToolCallContext, ToolError, get_tool
+from core.db import database_sync_to_async
 from llm.services import provider_ensure_demo
-from memory.services import conversation_start
 from tenants.scope import tenant_scope
 from tests.turns import user_turn
 

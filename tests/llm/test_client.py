@@ -6,8 +6,8 @@ import asyncio
 import time
 
 import pytest
-from channels.db import database_sync_to_async as sync_to_async
 
+from core.db import database_sync_to_async as sync_to_async
 from llm import errors
 from llm.client import (
     Finished,

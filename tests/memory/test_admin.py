@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from memory.services import conversation_start, message_add, overflow_metric_add
+from agents.services import conversation_start
+from memory.services import message_add, overflow_metric_add
 from tenants.scope import tenant_scope
 
 pytestmark = pytest.mark.django_db

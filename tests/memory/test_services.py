@@ -3,11 +3,12 @@
 import pytest
 from django.db import IntegrityError, transaction
 
+from agents.services import conversation_start
 from llm.tokens import count_messages
 from memory import overflow
 from memory.models import Conversation, ConversationContext, Message, MessageStatus
 from memory.selectors import overflow_metrics_for_agent
-from memory.services import assistant_message_finish, context_build, conversation_start, message_add
+from memory.services import assistant_message_finish, context_build, message_add
 from tenants.scope import TenantScopeError, no_scope, tenant_scope
 
 pytestmark = pytest.mark.django_db

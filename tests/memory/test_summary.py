@@ -5,10 +5,11 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from agents.services import conversation_start
 from llm.models import CallStatus, LLMCall
 from memory.models import ConversationContext
 from memory.selectors import overflow_metrics_for_agent
-from memory.services import context_build, conversation_start, message_add
+from memory.services import context_build, message_add
 from memory.tasks import summarize_conversation
 
 pytestmark = pytest.mark.django_db

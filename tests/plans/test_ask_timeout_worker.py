@@ -15,9 +15,9 @@ from urllib.parse import quote
 
 import pytest
 from celery import current_app
-from channels.db import database_sync_to_async
 from django.db import connection
 
+from core.db import database_sync_to_async
 from plans.models import LogKind, PlanLog
 from tenants.scope import tenant_scope
 from tests.plans.test_plan_gaps import ASKING_RULES, _scoped, _user_texts

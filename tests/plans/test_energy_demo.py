@@ -2,13 +2,13 @@
 report, asks for the location, resumes on the answer and stores the report as a file its tenant can open."""
 
 import pytest
-from channels.db import database_sync_to_async
 
 from agents.models import Agent
 from agents.packs.energy.demo import PLANNER_AGENT, seed_energy_demo
+from agents.services import conversation_start
+from core.db import database_sync_to_async
 from llm.demo import demo_engine
 from llm.services import provider_ensure_demo
-from memory.services import conversation_start
 from plans.models import Plan, PlanStep, StepRecord
 from tenants.scope import tenant_scope
 from tests.turns import user_turn

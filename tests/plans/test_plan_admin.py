@@ -3,8 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from agents.services import agent_create
-from memory.services import conversation_start
+from agents.services import agent_create, conversation_start
 from plans import services
 from plans.models import LogKind
 from tenants.models import Role

@@ -3,9 +3,9 @@
 import asyncio
 
 import pytest
-from channels.db import database_sync_to_async
 
 from agents.tools import ToolResult, python_tool
+from core.db import database_sync_to_async
 from plans.models import LogKind, PlanLog
 from tenants.scope import tenant_scope
 from tests.plans.test_plans import _plan, call, setup  # noqa: F401  (fixture)

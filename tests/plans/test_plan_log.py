@@ -3,13 +3,22 @@ linked from the plan card in the chat page; members are refused, another tenant'
 
 import pytest
 from django.urls import reverse
+from django.utils import translation
 
+from agents.models import Agent
+from agents.services import conversation_start
 from plans import services
-from plans.models import LogKind
+from plans.models import LogKind, PlanStatus, StepStatus
 from tenants.scope import tenant_scope
 from tests.plans.test_plan_admin import make_plan
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _english(client):
+    """Assertions read the English source strings unless a test asks for zh-hans (the site's default)."""
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "en"
 
 
 def _logged_plan(tenant, name, **kwargs):
@@ -36,18 +45,76 @@ def test_a_tenant_admin_reads_the_whole_log_and_one_steps_rows(login, tenant, te
     kinds = [(entry.log.kind, entry.step) for entry in entries]
     assert (LogKind.TOOL_CALL, 0) in kinds and (LogKind.MODEL_CALL, None) in kinds and (LogKind.STATE, 1) in kinds
     body = page.content.decode()
-    assert "Solar_tool(" in body and "finalizer · call 77" in body and "step · 12 + 3 tokens" in body
-    assert "before_step" in body and "Solar output" in body  # the state rows carry the step results
+    assert "Solar_tool(" in body and "final summary · call 77" in body
+    assert "step agent · Tokens: 12 prompt + 3 completion" in body
+    assert "before the step" in body and "completed → Solar output" in body  # state rows carry the step results
 
     one = client.get(_log_url(plan, 1))
     assert one.status_code == 200 and {entry.step for entry in one.context["entries"]} == {1}
-    assert [entry.summary for entry in one.context["entries"]] == ["before_step", "step · 12 + 3 tokens"]
+    assert [entry.summary for entry in one.context["entries"]] == [
+        "before the step",
+        "step agent · Tokens: 12 prompt + 3 completion",
+    ]
+
+
+def test_state_names_are_the_models_labels_in_the_readers_language(login, tenant, tenant_admin):
+    plan = _logged_plan(tenant, "Solar")
+    with tenant_scope(tenant):
+        services.plan_set_status(plan=plan, status=PlanStatus.INTERRUPTED)
+    client = login(tenant_admin, tenant)
+    english = client.get(_log_url(plan)).content.decode()
+    assert "<summary>plan created · running</summary>" in english and "<summary>interrupted</summary>" in english
+
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "zh-hans"
+    page = client.get(_log_url(plan))
+    chinese = page.content.decode()
+    summaries = [entry.summary for entry in page.context["entries"] if entry.log.kind == LogKind.STATE]
+    with translation.override("zh-hans"):
+        interrupted, completed = str(PlanStatus.INTERRUPTED.label), str(StepStatus.COMPLETED.label)
+    assert interrupted == "已中断" and summaries[-1] == interrupted
+    assert f"<summary>{completed} → Solar output</summary>" in chinese  # a step's state row, with its result
+    assert not [line for line in summaries if "running" in line or "interrupted" in line or "completed" in line]
+
+
+def test_the_data_is_indented_json_in_a_collapsed_row(login, tenant, tenant_admin):
+    plan = _logged_plan(tenant, "Solar")
+    with tenant_scope(tenant):
+        services.plan_log(plan=plan, kind=LogKind.TOOL_CALL, step=1,
+                          data={"name": "pv_economics", "arguments": {"location": "杭州余杭区"}})  # fmt: skip
+    page = login(tenant_admin, tenant).get(_log_url(plan))
+    body = page.content.decode()
+    entry = next(entry for entry in page.context["entries"] if entry.log.data.get("name") == "pv_economics")
+    assert entry.data_json == '{\n  "name": "pv_economics",\n  "arguments": {\n    "location": "杭州余杭区"\n  }\n}'
+    assert "<details><summary>pv_economics({&quot;location&quot;: &quot;杭州余杭区&quot;})</summary>" in body
+    assert '<pre class="plan-log-data">{\n  &quot;name&quot;' in body and "\\u676d" not in body
+    assert "css/plans.css" in body  # the table's columns: one line each but the wide one (static/css/plans.css)
+
+
+def test_each_step_links_to_its_agents_internal_conversation(login, tenant, tenant_admin):
+    plan = _logged_plan(tenant, "Solar")
+    with tenant_scope(tenant):
+        agent = Agent.objects.get(name="Solar agent")
+        step_conversation = conversation_start(agent=agent, user=plan.conversation.user, parent=plan.conversation)
+        elsewhere = conversation_start(agent=agent, user=plan.conversation.user)  # not this plan's
+    page = login(tenant_admin, tenant).get(_log_url(plan, 1))
+    rows = page.context["steps"]
+    assert [(row.step.seqNo, row.status_label) for row in rows] == [(0, "completed"), (1, "not started")]
+    step_page = reverse("chat:conversation", args=[step_conversation.pk])
+    assert [row.conversation_url for row in rows] == [step_page, step_page]  # both steps are that agent's
+    body = page.content.decode()
+    assert f'<a class="plan-step-conversation" href="{step_page}">' in body
+    assert reverse("chat:conversation", args=[elsewhere.pk]) not in body
+    assert f'href="{reverse("chat:conversation", args=[plan.conversation_id])}"' in body  # the user's own
+    assert 'data-step="1" data-status="not_started" aria-current="true"' in body  # ?step=1 is marked
+    # The admin opens the step conversation from there (members never do: tests/chat/test_access.py).
+    assert login(tenant_admin, tenant).get(step_page).status_code == 200
 
 
 def test_members_are_refused_the_log(login, tenant, member):
     plan = _logged_plan(tenant, "Solar", user=member)
     response = login(member, tenant).get(_log_url(plan))
     assert response.status_code == 403 and "Solar_tool" not in response.content.decode()
+    assert "plan-step-conversation" not in response.content.decode()
 
 
 def test_another_tenants_plan_log_is_not_found(login, tenant, tenant_admin, other_tenant, other_tenant_admin):

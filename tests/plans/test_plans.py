@@ -3,11 +3,10 @@
 import asyncio
 
 import pytest
-from channels.db import database_sync_to_async
 
-from agents.services import agent_create
+from agents.services import agent_create, conversation_start
 from agents.tools import ToolResult, python_tool
-from memory.services import conversation_start
+from core.db import database_sync_to_async
 from plans.models import Plan, PlanStep
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
@@ -77,7 +76,7 @@ async def test_a_valid_plan_runs_in_dependency_order(tenant, setup, scripted_llm
     _user, reply, sink = await user_turn(tenant, conversation, "Do it")
     plan, steps = await database_sync_to_async(_plan)(tenant)
     assert plan.status == "completed" and [s.status for s in steps] == ["completed", "completed"]
-    assert [f["index"] for f in sink.of("step")] == [1, 2]
+    assert [f["index"] for f in sink.of("step")] == [1, 2, 0]  # the steps, then the plan turn's own
     assert steps[1].result["status"] == "completed" and steps[0].result["output"] == "found it"
     assert sink.of("plan")[-1]["plan"]["status"] == "completed"
     bodies = await _bodies(scripted_llm)
@@ -85,10 +84,14 @@ async def test_a_valid_plan_runs_in_dependency_order(tenant, setup, scripted_llm
     assert '"found it"' in writer["messages"][-1]["content"]
     assert reply.content == "All done."
     # Index 0 is the plan's own: its plan frames and the final reply; a step's frames carry its seqNo (>= 1).
-    assert {f["type"] for f in sink.frames if f["index"] == 0} == {"plan", "delta", "done"}
-    last_step = max(f["seq"] for f in sink.of("step"))
+    assert {f["type"] for f in sink.frames if f["index"] == 0} == {"plan", "delta", "step", "done"}
+    last_step = max(f["seq"] for f in sink.of("step") if f["index"] > 0)
     assert all(f["seq"] > last_step for f in sink.frames if f["index"] == 0 and f["type"] != "plan")
     assert {f["index"] for f in sink.frames if f["type"] in ("delta", "step") and f["seq"] < last_step} == {1, 2}
+    # The planner's and the finalizer's model calls are the reply's usage (no more "0 + 0" under a plan's reply).
+    done = sink.of("done")[-1]
+    assert done["usage"]["prompt_tokens"] > 0 and done["usage"]["completion_tokens"] > 0
+    assert sink.result.status == "completed" and sink.result.usage.prompt_tokens == done["usage"]["prompt_tokens"]
 
 
 def test_steps_are_numbered_from_1(tenant):

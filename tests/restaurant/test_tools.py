@@ -5,12 +5,12 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from channels.db import database_sync_to_async
 from django.urls import reverse
 
 from agents.packs.restaurant.demo import menu_ensure, seed_restaurant_demo
 from agents.packs.restaurant.models import MenuItem, Order, OrderLine, OrderStatus
 from agents.tools import ToolCallContext, ToolError, get_tool
+from core.db import database_sync_to_async
 from tenants.scope import all_tenants, tenant_scope
 from tests.factories import TenantFactory
 
@@ -92,8 +92,7 @@ async def test_order_sold_out_unknown_and_checkout(tenant, other_tenant, member,
 
 @pytest.mark.django_db(transaction=True)
 async def test_each_conversation_has_its_own_open_order(tenant, member, menus):
-    from agents.services import agent_create
-    from memory.services import conversation_start
+    from agents.services import agent_create, conversation_start
 
     def start():
         with tenant_scope(tenant):

@@ -5,13 +5,13 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from channels.db import database_sync_to_async
 
 from agents.packs.restaurant.demo import seed_restaurant_demo
 from agents.packs.restaurant.models import Order, OrderStatus
+from agents.services import conversation_start
+from core.db import database_sync_to_async
 from llm.demo import demo_engine
 from llm.services import provider_ensure_demo
-from memory.services import conversation_start
 from tenants.scope import tenant_scope
 from tests.factories import TenantFactory
 from tests.turns import user_turn

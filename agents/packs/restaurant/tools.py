@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.utils.translation import gettext as _
 
 from agents.packs.restaurant import services
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
+from core.db import database_sync_to_async
 from tenants.scope import tenant_scope
 
 

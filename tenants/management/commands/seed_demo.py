@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -39,42 +38,19 @@ class Command(BaseCommand):
                 user = user_ensure(username=username, password=password, is_staff=role != Role.MEMBER)
                 membership_set(user=user, tenant=tenant, role=role)
                 rows.append((username, name, role.value))
-        provider_note = self._seed_providers(tenants)
         # One user in both tenants, to show the tenant switcher.
         both = user_ensure(username="consultant", password=password)
         for tenant in tenants:
             membership_set(user=both, tenant=tenant, role=Role.MEMBER)
         rows.append(("consultant", " + ".join(t.name for t in tenants), "member"))
-        # The apps above tenants/ (agents, ...) add their demo data through the registry of tenants.demo.
+        # The apps above tenants/ (the models of llm, the agents...) add their demo data through tenants.demo.
         seeded: list[str] = []
         run_demo_seeders(tenants, seeded.append)
 
         self.stdout.write(self.style.SUCCESS("Demo data ready / 演示数据已就绪"))
         self.stdout.write(f"Password for every login / 所有账号的密码: {password}")
-        self.stdout.write(f"Model / 模型: {provider_note}")
         width = max(len(r[0]) for r in rows)
         for username, tenant, role in rows:
             self.stdout.write(f"  {username.ljust(width)}  {tenant}  ({role})")
         for line in seeded:
             self.stdout.write(line)
-
-    def _seed_providers(self, tenants) -> str:
-        """Each demo tenant gets the offline demo model, or the real provider of OPENAI_* when set."""
-        from llm.services import provider_ensure_demo, provider_ensure_openai
-
-        api_key, base_url = settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL
-        for tenant in tenants:
-            if api_key or base_url:
-                provider_ensure_openai(
-                    tenant=tenant,
-                    name="OpenAI-compatible (from OPENAI_* settings)",
-                    base_url=base_url or "https://api.openai.com/v1",
-                    api_key=api_key,
-                    model=settings.OPENAI_MODEL,
-                )
-                provider_ensure_demo(tenant=tenant, make_default=False)
-            else:
-                provider_ensure_demo(tenant=tenant)
-        if api_key or base_url:
-            return f"{settings.OPENAI_MODEL} @ {base_url or 'https://api.openai.com/v1'}"
-        return "演示模型（离线脚本）/ Demo model (offline, scripted)"

@@ -1,6 +1,6 @@
-"""chat.markdown.render_markdown: a safe subset of HTML; nothing from a model ever runs in the page."""
+"""core.markdown.render_markdown: a safe subset of HTML; nothing from a model ever runs in the page."""
 
-from chat.markdown import render_markdown
+from core.markdown import render_markdown
 
 
 def test_script_and_style_are_removed_with_their_content():

@@ -1,0 +1,103 @@
+"""An agent's configuration as a turn uses it: frozen, typed, built once from a version by one resolver.
+
+A published AgentVersion freezes its agent's configuration as a JSON snapshot (A2); `agent_config` reads that
+snapshot (or the draft's, for an agent never published) in one place, the way memory.overflow reads its
+OverflowConfig. Runners and services take an AgentConfig and never look into the snapshot dict themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.utils.translation import get_language
+
+from agents.models import Agent, AgentKind, AgentVersion
+from llm.models import ModelProvider
+from llm.selectors import default_provider
+from memory.overflow import OverflowConfig
+
+if TYPE_CHECKING:
+    from memory.models import Conversation
+
+KNOWLEDGE_TOOL = "plugin_ai_knowledge_base_query"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """What a turn of one agent runs with."""
+
+    agent_id: int
+    name: str
+    kind: str
+    system_prompt: str
+    provider: ModelProvider | None
+    model: str
+    temperature: float | None
+    # The tools the model is offered (an agent with knowledge bases always gets the knowledge-base tool).
+    tool_names: tuple[str, ...]
+    knowledge_base_ids: tuple[int, ...]
+    overflow: OverflowConfig
+    # A workflow agent's document as the version froze it (None: the workflow as it is now).
+    workflow_yaml: str | None
+    version_id: int | None
+    # The version names its model (else `model` is the provider's default; plan steps then use the execution tier).
+    model_is_own: bool = False
+
+    @property
+    def language(self) -> str:
+        """The language of tool descriptions: Chinese when the agent's prompt is, else the active one."""
+        if any("\u4e00" <= char <= "\u9fff" for char in self.system_prompt):
+            return "zh-hans"
+        return get_language() or "en"
+
+
+def _provider(*, tenant: Any, provider_id: int | None) -> ModelProvider | None:
+    provider = ModelProvider.objects.filter(pk=provider_id).first() if provider_id else None
+    return provider or default_provider(tenant=tenant)
+
+
+def agent_config(
+    *,
+    agent: Agent,
+    version: AgentVersion | None = None,
+    provider: ModelProvider | None = None,
+    model: str = "",
+) -> AgentConfig:
+    """The configuration `version` froze (None: the agent's draft). `provider` and `model`, when given, are the
+    ones a conversation fixed at its start; otherwise the version's, else the tenant's default provider."""
+    snapshot: dict[str, Any] = version.snapshot if version is not None else agent.snapshot()
+    if provider is None:
+        provider = _provider(tenant=agent.tenant, provider_id=snapshot.get("provider_id"))
+    own_model = str(snapshot.get("model") or "")
+    model = model or own_model or (provider.default_chat_model if provider is not None else "")
+    tool_names = [str(name) for name in snapshot.get("tools") or []]
+    knowledge_base_ids = tuple(int(pk) for pk in snapshot.get("knowledge_base_ids") or [])
+    if knowledge_base_ids and KNOWLEDGE_TOOL not in tool_names:
+        tool_names.append(KNOWLEDGE_TOOL)
+    temperature = snapshot.get("temperature")
+    return AgentConfig(
+        agent_id=agent.pk,
+        name=str(snapshot.get("name") or agent.name),
+        kind=str(snapshot.get("kind") or AgentKind.CHAT),
+        system_prompt=str(snapshot.get("system_prompt") or ""),
+        provider=provider,
+        model=model,
+        temperature=float(temperature) if temperature is not None else None,
+        tool_names=tuple(tool_names),
+        knowledge_base_ids=knowledge_base_ids,
+        overflow=OverflowConfig.from_dict(snapshot.get("token_overflow_config")),
+        workflow_yaml=snapshot.get("workflow_yaml"),
+        version_id=version.pk if version is not None else None,
+        model_is_own=bool(own_model),
+    )
+
+
+def conversation_config(conversation: Conversation) -> AgentConfig:
+    """The configuration of `conversation`'s turns: the version it started with, its provider and model."""
+    return agent_config(
+        agent=conversation.agent,
+        version=conversation.version,
+        provider=conversation.provider,
+        model=conversation.model,
+    )

@@ -1,0 +1,168 @@
+"""Every frame of the chat stream (docs/stream-protocol.md), as small typed classes with one serialiser.
+
+Runners and surfaces build these and nothing else: no frame dict is written by hand outside this module. A sink
+(`agents.runtime.Sink`) takes a frame; the surface that logs or sends it calls `as_dict()` once. Field names are
+seed 0's (`index`, `content`, `agentChatResponse`) and the protocol's; `seq` is the frame log's, not a frame's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, kw_only=True)
+class Frame:
+    """Base of every frame. `type` names it on the wire; fields listed in `omit_when_none` are left out when None."""
+
+    type: ClassVar[str] = ""
+    omit_when_none: ClassVar[frozenset[str]] = frozenset()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The frame as the protocol's JSON object (without `seq`)."""
+        data: dict[str, Any] = {"type": self.type}
+        for spec in dataclasses.fields(self):
+            value = getattr(self, spec.name)
+            if value is None and spec.name in self.omit_when_none:
+                continue
+            data[spec.name] = value
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnFrame(Frame):
+    """A frame of a turn: `index` is 0 for the turn's own frames, a plan step's seqNo for that step's."""
+
+    index: int = 0
+
+    def at(self, index: int) -> TurnFrame:
+        """The same frame under another index (a plan step's frames carry the step's seqNo)."""
+        return dataclasses.replace(self, index=index)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserMessage(TurnFrame):
+    """The stored user message, echoed to every socket of the conversation."""
+
+    type: ClassVar[str] = "user_message"
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"client_id", "duplicate"})
+    message_id: int
+    content: str
+    client_id: str | None = None
+    # True only on a socket's own answer to a resent client_id whose frames left the log.
+    duplicate: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delta(TurnFrame):
+    """A piece of the reply text; the pieces of one index concatenate to it."""
+
+    type: ClassVar[str] = "delta"
+    content: str
+
+
+class ToolStatus:
+    STARTED = "started"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool(TurnFrame):
+    """Progress of one tool call (or one workflow step, named by its id, with `step_type`)."""
+
+    type: ClassVar[str] = "tool"
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"call_id", "result", "step_type", "error", "ms"})
+    name: str
+    status: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    call_id: str | None = None
+    # What the tool returned, shortened; absent while it runs.
+    result: str | None = None
+    step_type: str | None = None
+    error: str | None = None
+    ms: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step(TurnFrame):
+    """A step closes: seed 0's agentChatResponse {content, intent, data}; `agentName` on a plan step's frame."""
+
+    type: ClassVar[str] = "step"
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"agentName"})
+    status: str
+    agentChatResponse: dict[str, Any]
+    agentName: str | None = None
+
+    @classmethod
+    def response(cls, *, index: int, status: str, content: str, intent: str, data: dict[str, Any] | None = None,
+                 agent_name: str | None = None) -> Step:  # fmt: skip
+        return cls(index=index, status=status, agentName=agent_name,
+                   agentChatResponse={"content": content, "intent": intent, "data": data or {}})  # fmt: skip
+
+    @property
+    def content(self) -> str:
+        return str(self.agentChatResponse.get("content") or "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan(TurnFrame):
+    """The plan's state (seed 0's ExecutionPlan), sent whenever it changes."""
+
+    type: ClassVar[str] = "plan"
+    plan: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Done(TurnFrame):
+    """A reply was stored: complete, or partial when cut off (then an Error follows).
+
+    `content` is the stored text; the chat surface sends it as rendered `html` instead."""
+
+    type: ClassVar[str] = "done"
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"duplicate"})
+    message_id: int
+    status: str
+    usage: dict[str, int]
+    content: str
+    strategy: dict[str, Any] | None = None
+    duplicate: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Error(TurnFrame):
+    """A turn failed or stopped (`code` from llm.errors), or, with no seq, a socket's message was refused."""
+
+    type: ClassVar[str] = "error"
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"client_id"})
+    code: str
+    message: str
+    message_id: int | None = None
+    user_message_id: int | None = None
+    client_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hello(Frame):
+    """Once per socket, on accept: where the log stands and whether a turn is running."""
+
+    type: ClassVar[str] = "hello"
+    conversation_id: int
+    last_seq: int
+    running: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gap(Frame):
+    """catch_up asked for frames older than the log keeps: the page reloads its history."""
+
+    type: ClassVar[str] = "gap"
+    after_seq: int
+    first_seq: int
+
+
+def usage_dict(prompt_tokens: int = 0, completion_tokens: int = 0) -> dict[str, int]:
+    """The `usage` of a Done frame."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}

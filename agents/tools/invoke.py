@@ -1,0 +1,103 @@
+"""One way to call a tool, for the tool loop, workflow steps and plan steps alike (A4, A5).
+
+`invoke_tool` checks the tool is allowed, validates the arguments against its JSON schema, runs it with the turn's
+tool context under AGENT_TOOL_TIMEOUT, and turns every failure into a `ToolOutcome` whose text says what went
+wrong (the model reads it as the call's result and can repair). `merge_tool_context` is the one rule by which a
+tool's returned context joins the turn's: its keys replace the ones there (a tool that accumulates, such as an
+outbox, reads what is there from `call.context` and returns the whole list).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
+from core.conf import setting
+
+logger = logging.getLogger("agents.tools")
+
+
+class OutcomeStatus:
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What became of one call: the text the model (or the workflow's log) gets, and the tool's result if it ran."""
+
+    name: str
+    status: str
+    text: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    result: ToolResult | None = None
+    # Why the call failed, without the "Error: " the model reads (a workflow step shows it as the step's error).
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OutcomeStatus.COMPLETED
+
+    @property
+    def ask_user(self) -> str | None:
+        return self.result.ask_user if self.result is not None else None
+
+    @property
+    def context(self) -> dict[str, Any]:
+        return dict(self.result.context or {}) if self.result is not None else {}
+
+
+def tool_timeout() -> float:
+    return float(setting("AGENT_TOOL_TIMEOUT"))
+
+
+def merge_tool_context(current: dict[str, Any], outcomes: Sequence[ToolOutcome]) -> dict[str, Any]:
+    """The turn's tool context after these calls, in their order: each returned key replaces the one there."""
+    merged = dict(current)
+    for outcome in outcomes:
+        merged.update(outcome.context)
+    return merged
+
+
+async def invoke_tool(
+    tool: Tool | None,
+    *,
+    name: str,
+    arguments: Any,
+    call: ToolCallContext,
+    arguments_error: str | None = None,
+) -> ToolOutcome:
+    """Run `tool` (None: not one the caller may use) with `arguments` (None or not an object: invalid, with
+    `arguments_error` saying why when the caller parsed them). Never raises for the tool's failure."""
+    if tool is None:
+        return _failed(name, _("tool %(name)s is not available to this agent.") % {"name": name})
+    if not isinstance(arguments, dict):
+        problem = arguments_error or _("The arguments of %(name)s must be a JSON object.") % {"name": name}
+        return _failed(name, _("invalid arguments for %(name)s: %(problems)s") % {"name": name, "problems": problem})
+    if problems := tool.validation_errors(arguments):
+        message = _("invalid arguments for %(name)s: %(problems)s") % {"name": name, "problems": "; ".join(problems)}
+        return _failed(name, message, arguments)
+    timeout = tool_timeout()
+    try:
+        result = await asyncio.wait_for(tool.run(arguments, call), timeout)
+    except ToolError as exc:
+        return _failed(name, str(exc), arguments)
+    except TimeoutError:
+        message = _("%(name)s did not answer within %(seconds)s seconds.") % {"name": name, "seconds": f"{timeout:g}"}
+        return _failed(name, message, arguments)
+    except Exception:
+        logger.exception("tool %s failed conversation=%s", name, call.conversation_id)
+        return _failed(name, _("%(name)s failed.") % {"name": name}, arguments)
+    if not isinstance(result, ToolResult):
+        result = ToolResult(content=result)
+    return ToolOutcome(name, OutcomeStatus.COMPLETED, result.content_text(), arguments, result)
+
+
+def _failed(name: str, error: str, arguments: dict[str, Any] | None = None) -> ToolOutcome:
+    return ToolOutcome(name, OutcomeStatus.FAILED, f"Error: {error}", arguments or {}, error=error)

@@ -1,0 +1,44 @@
+"""The project's own settings, each default declared once here.
+
+config/settings.py reads the environment with these defaults; code reads a value with `setting(name)`, which also
+works where a setting was left out (a test settings module, a management command run with other settings).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+DEFAULTS: dict[str, Any] = {
+    # Agents and tools (docs/tools.md, docs/tools-loop.md): rounds of tool calls in one turn before the loop gives
+    # up; seconds one tool call may run.
+    "AGENT_MAX_TOOL_ITERATIONS": 6,
+    "AGENT_TOOL_TIMEOUT": 30.0,
+    # The http_request tool: seconds per request, the largest body it reads, the networks it never reaches.
+    "HTTP_TOOL_TIMEOUT": 10.0,
+    "HTTP_TOOL_MAX_BYTES": 1_000_000,
+    # None: the tool's own list of every range that is not the public internet (agents/tools/http.py).
+    "HTTP_TOOL_BLOCKED_NETWORKS": None,
+    # Plans: steps run at once when a plan allows concurrency; seconds a step's question waits for the user (0:
+    # forever); in eager mode a timer thread of the process enforces that wait.
+    "PLAN_MAX_CONCURRENCY": 4,
+    "PLAN_ASK_TIMEOUT_SECONDS": 600.0,
+    "PLAN_ASK_TIMEOUT_IN_PROCESS": True,
+    # Models: extra keys that decrypt stored provider keys; seconds a tenant's quota reading is cached.
+    "LLM_KEY_ENCRYPTION_KEY": [],
+    "LLM_QUOTA_CACHE_SECONDS": 5.0,
+    # The chat frame log's key prefix in Redis (tests use a fresh one per test).
+    "CHAT_STREAM_PREFIX": "chat",
+    # Knowledge bases (docs/knowledge.md).
+    "KNOWLEDGE_MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
+    "KNOWLEDGE_EMBED_THREADS": 0,
+    "KNOWLEDGE_MODEL_DIR": "",
+    "KNOWLEDGE_STALLED_AFTER_SECONDS": 600,
+    "KNOWLEDGE_INGEST_IN_THREAD": True,
+}
+
+
+def setting(name: str) -> Any:
+    """The value of the project setting `name`: as configured, else its declared default."""
+    return getattr(settings, name, DEFAULTS[name])
