@@ -105,7 +105,8 @@ def plan_resume(*, plan: Plan, user_query: str) -> Plan:
     plan.userQuery = user_query
     plan.status = PlanStatus.RUNNING
     plan.save(update_fields=["userQuery", "status", "updated_at"])
-    plan.steps.filter(status=StepStatus.INTERRUPTED).update(status=StepStatus.NOT_STARTED)
+    # The step runs again: its question (kept in the log) is no longer its result.
+    plan.steps.filter(status=StepStatus.INTERRUPTED).update(status=StepStatus.NOT_STARTED, result=None)
     ask_timeout_cancel(plan_id=plan.pk)  # answered (or timed out): an in-process timer has nothing left to do
     plan_log(plan=plan, kind=LogKind.STATE, data={"status": plan.status, "event": "resumed", "userQuery": user_query})
     return plan

@@ -32,6 +32,7 @@ def test_the_editor_shows_a_validation_error_and_saves_the_fixed_yaml(live_serve
     page.click("#save-workflow")
 
     errors = page.locator("#workflow-errors")
+    errors.wait_for(timeout=30_000)  # the save is a full page load; once (in CI) it took longer than 10 s
     assert "The YAML is malformed" in errors.inner_text() and "line 30" in errors.inner_text()
     assert "type: [custom" in page.locator("#id_yaml").input_value()  # the text is kept for fixing
     assert page.locator(".yaml-gutter .error-mark").inner_text().startswith("30")  # marked next to the line
