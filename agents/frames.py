@@ -136,12 +136,13 @@ class Error(TurnFrame):
     """A turn failed or stopped (`code` from llm.errors), or, with no seq, a socket's message was refused."""
 
     type: ClassVar[str] = "error"
-    omit_when_none: ClassVar[frozenset[str]] = frozenset({"client_id"})
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"client_id", "retry_after"})
     code: str
     message: str
     message_id: int | None = None
     user_message_id: int | None = None
     client_id: str | None = None
+    retry_after: int | None = None  # seconds, with `overloaded`
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,11 +1,19 @@
 """The chat websocket `ws/chat/<conversation_id>/`: user messages start turns, frames of the conversation are forwarded
 in seq order, `catch_up` replays what a socket missed, `stop` stops the running turn. Protocol:
-docs/stream-protocol.md."""
+docs/stream-protocol.md.
+
+The socket takes its frames from this process's bus hub (chat.bus), not from the channel layer: no channel, no group
+and no blocking receive per socket. Frames pass through an inbox drained by one task at a time under the socket's
+lock, so live frames, a catch-up and a gap repair never interleave.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
+from collections import deque
 from typing import Any
 
 from django.conf import settings
@@ -14,8 +22,9 @@ from django.utils.translation.trans_real import parse_accept_lang_header
 
 from agents import frames
 from chat import turns
+from chat.bus import hub_for
 from chat.sinks import page_frame
-from chat.streams import get_frame_log, group_name
+from chat.streams import get_frame_log
 from core.db import database_sync_to_async
 from llm import errors
 from memory.models import Conversation
@@ -26,6 +35,12 @@ from tenants.consumers import TenantScopedJsonConsumer
 SYNC_DELAY_SECONDS = 1.0
 MAX_CONTENT_CHARS = 20_000
 MAX_CLIENT_ID_CHARS = 100
+# Inbox markers: catch up from the log (the bus reconnected); start live frames if the page has not said where it
+# resumes from (SYNC_DELAY_SECONDS after connect).
+_RESYNC = -1
+_SYNC = -2
+
+logger = logging.getLogger("chat.consumers")
 
 
 def _conversation_for(*, user: Any, membership: Any, conversation_id: int) -> Conversation | None:
@@ -52,8 +67,10 @@ def _language(scope: dict[str, Any]) -> str:
 
 
 class ChatConsumer(TenantScopedJsonConsumer):
+    # Frames come from the bus hub: this consumer needs no channel-layer channel (an unknown alias gives None).
+    channel_layer_alias = "chat-sockets-use-the-bus"
     conversation: Conversation | None = None
-    group: str | None = None
+    hub = None
 
     async def connect(self) -> None:
         user = self.scope["user"]
@@ -72,31 +89,57 @@ class ChatConsumer(TenantScopedJsonConsumer):
         self.conversation = conversation
         self.language = _language(self.scope)
         self.log = get_frame_log()
-        self.group = group_name(conversation.pk)
         # Frames arriving before this socket says where it resumes from are held (they are in the log too).
         self.synced = False
         self.sent_seq = 0
-        self.held: list[dict[str, Any]] = []
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.held: list[tuple[int, str]] = []
+        self.inbox: deque[tuple[int, str]] = deque()
+        self.lock = asyncio.Lock()
+        self.pump: asyncio.Task | None = None
+        self.hub = hub_for(self.log)
+        await self.hub.listen(conversation.pk, self)
         self.connect_seq = await self.log.last_seq(conversation.pk)
         await self.accept()
         running = await self.log.running_turn(conversation.pk)
         hello = frames.Hello(conversation_id=conversation.pk, last_seq=self.connect_seq, running=running is not None)
         await self.send_json(hello.as_dict())
-        self._sync_timer = asyncio.get_running_loop().create_task(self._sync_later())
-
-    async def _sync_later(self) -> None:
-        await asyncio.sleep(SYNC_DELAY_SECONDS)
-        # Through the channel layer, so the sync runs in order with the frames this consumer is handling.
-        await self.channel_layer.send(self.channel_name, {"type": "chat.sync"})
+        self._sync_timer = asyncio.get_running_loop().call_later(SYNC_DELAY_SECONDS, self._push, _SYNC, "")
 
     async def disconnect(self, code: int) -> None:
         timer = getattr(self, "_sync_timer", None)
         if timer is not None:
             timer.cancel()
-        if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.hub is not None:
+            self.hub.unlisten(self.conversation.pk, self)
+        if self.pump is not None:
+            self.pump.cancel()
         # The turn is not ours to end: it runs on and is stored; other sockets (or a reconnect) get its frames.
+
+    # The hub's side (chat.bus.Listener): called on the event loop, never blocks.
+    def deliver(self, seq: int, body: str) -> None:
+        self._push(seq, body)
+
+    def resync(self) -> None:
+        self._push(_RESYNC, "")
+
+    def _push(self, seq: int, body: str) -> None:
+        self.inbox.append((seq, body))
+        if self.pump is None or self.pump.done():
+            self.pump = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        async with self.lock:
+            while self.inbox:
+                seq, body = self.inbox.popleft()
+                if seq == _SYNC:
+                    if not self.synced:
+                        await self._replay_locked(self.connect_seq)
+                elif seq == _RESYNC:
+                    await self._replay_locked(self.sent_seq if self.synced else self.connect_seq)
+                elif not self.synced:
+                    self.held.append((seq, body))
+                else:
+                    await self._forward(seq, body)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not isinstance(content, dict):
@@ -135,8 +178,8 @@ class ChatConsumer(TenantScopedJsonConsumer):
             await self._reject(errors.BAD_REQUEST, client_id=client_id)
             return
         submission = await turns.submit_user_message(conversation=self.conversation, client_id=client_id, content=text)
-        if submission.outcome == "busy":
-            await self._reject("busy", client_id=client_id)
+        if submission.outcome in ("busy", "overloaded"):
+            await self._reject(submission.outcome, client_id=client_id)
         elif submission.outcome == "duplicate":
             await self._resend(submission, client_id)
 
@@ -174,6 +217,10 @@ class ChatConsumer(TenantScopedJsonConsumer):
         await self._send_own(frames.Error(code=code, message=text, client_id=client_id))
 
     async def _replay(self, after_seq: int) -> None:
+        async with self.lock:
+            await self._replay_locked(after_seq)
+
+    async def _replay_locked(self, after_seq: int) -> None:
         """Send every kept frame with seq > after_seq, in order; then live frames continue after the last one."""
         last = await self.log.last_seq(self.conversation.pk)
         after_seq = min(after_seq, last)  # a counter that restarted (store flushed): resume from its present
@@ -184,8 +231,26 @@ class ChatConsumer(TenantScopedJsonConsumer):
         for frame in logged:
             await self._send_frame(frame, replay=True)
         held, self.held, self.synced = self.held, [], True
-        for frame in held:
-            await self._send_frame(frame)
+        for seq, body in held:
+            await self._forward(seq, body)
+
+    async def _forward(self, seq: int, body: str) -> None:
+        """A live frame: sent unless already sent; a seq jump means frames went missing on the way: read them from
+        the log first (the page never sees a hole it did not ask about)."""
+        if seq <= self.sent_seq:
+            return
+        if seq > self.sent_seq + 1:
+            try:
+                for frame in await self.log.after(self.conversation.pk, self.sent_seq):
+                    if frame["seq"] < seq:
+                        await self._send_frame(frame)
+            except Exception:
+                logger.warning("gap repair failed conversation=%s", self.conversation.pk, exc_info=True)
+        if '"type":"error"' in body:
+            await self._send_frame({"seq": seq, **json.loads(body)})
+            return
+        await self.send(text_data=f'{{"seq":{seq},{body[1:]}')
+        self.sent_seq = seq
 
     async def _send_frame(self, frame: dict[str, Any], replay: bool = False) -> None:
         if not replay and frame["seq"] <= self.sent_seq:
@@ -194,13 +259,3 @@ class ChatConsumer(TenantScopedJsonConsumer):
             frame = {**frame, "message": errors.message_for(frame["code"], self.language)}
         await self.send_json(frame)
         self.sent_seq = max(self.sent_seq, frame["seq"])
-
-    async def chat_frame(self, event: dict[str, Any]) -> None:
-        if not self.synced:
-            self.held.append(event["frame"])
-            return
-        await self._send_frame(event["frame"])
-
-    async def chat_sync(self, event: dict[str, Any]) -> None:
-        if not self.synced:
-            await self._replay(self.connect_seq)

@@ -1,18 +1,14 @@
-"""The chat surface's sink: every frame of a turn goes to the frame log (which numbers it) and to the conversation's
-channel-layer group, whose sockets forward it to their browsers."""
+"""The chat surface's sink: every frame of a turn goes to the frame log, which numbers it and publishes it on the bus
+to the conversation's sockets in every process (chat.bus)."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from channels.layers import get_channel_layer
-
 from agents import frames
-from chat.streams import FrameLog, get_frame_log, group_name
+from chat.bus import writer_for
+from chat.streams import FrameLog, get_frame_log
 from core.markdown import render_markdown
-
-logger = logging.getLogger("chat.sinks")
 
 
 def page_frame(frame: frames.Frame) -> dict[str, Any]:
@@ -27,18 +23,27 @@ def page_frame(frame: frames.Frame) -> dict[str, Any]:
 
 
 class ChannelSink:
-    """Implements agents.runtime.Sink for the websocket: log the frame (seq), then send it to the group."""
+    """Implements agents.runtime.Sink for the websocket: the frame goes to the frame log through this process's
+    batching writer (chat.bus), which numbers it and publishes it to every socket of the conversation.
+
+    A delta returns at once (it may be merged with the next ones; its seq is given at the flush); any other frame
+    waits until it is logged and returns it with its seq, so the turn's end is stored before the turn ends."""
 
     def __init__(self, conversation_id: int, log: FrameLog | None = None) -> None:
         self.conversation_id = conversation_id
         self.log = log or get_frame_log()
-        self.group = group_name(conversation_id)
-        self.layer = get_channel_layer()
+
+    def render(self, frame: frames.Frame) -> dict[str, Any]:
+        return page_frame(frame)
 
     async def emit(self, frame: frames.Frame) -> dict[str, Any]:
-        logged = await self.log.append(self.conversation_id, page_frame(frame))
-        try:
-            await self.layer.group_send(self.group, {"type": "chat.frame", "frame": logged})
-        except Exception:  # the frame is logged: sockets get it with catch_up; the turn goes on
-            logger.exception("group send failed conversation=%s seq=%s", self.conversation_id, logged["seq"])
-        return logged
+        data = self.render(frame)
+        writer = writer_for(self.log)
+        if isinstance(frame, frames.Delta):
+            writer.write(self.conversation_id, data, wait=False)
+            return data
+        return await writer.write(self.conversation_id, data, wait=True)
+
+    async def flush(self) -> None:
+        """Return once every frame emitted so far is logged (a caller that ends its event loop after deltas)."""
+        await writer_for(self.log).drain()

@@ -1,22 +1,32 @@
-"""The frame log: numbers each frame of a conversation (`seq`) and keeps the recent ones for `catch_up`.
+"""The frame log: numbers each frame of a conversation (`seq`), keeps the recent ones for `catch_up`, and publishes
+every frame it numbers to the sockets of every process (chat.bus delivers them).
 
 It also holds the two small pieces of turn state every process must see: which turn is running in a conversation
-(so a resend or a second message does not start another) and whether someone asked it to stop.
+(so a resend or a second message does not start another) and whether someone asked it to stop (a flag, and a stop
+message on the same bus so the running turn hears it at once).
 
-Redis when settings.REDIS_URL is set (shared by every Daphne process), an in-process store otherwise (the embedded
-default: one process, in-memory channel layer). See docs/stream-protocol.md.
+Redis when settings.REDIS_URL is set (shared by every Daphne process and Celery worker; numbering, keeping and
+publishing a whole batch of frames is one script call), an in-process store otherwise (the embedded default: one
+process). See docs/stream-protocol.md and docs/operations.md ("Under load").
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
+import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 
 from core.conf import setting
+
+logger = logging.getLogger("chat.streams")
 
 # How many frames of a conversation are kept for catch_up, and for how long after the last one (seconds).
 MAX_FRAMES = 2000
@@ -34,12 +44,37 @@ def group_name(conversation_id: int) -> str:
     return f"chat.conversation.{int(conversation_id)}"
 
 
+def frame_body(frame: dict[str, Any]) -> str:
+    """A frame (without its seq) as the JSON text the log keeps and the bus carries: one line, no spaces."""
+    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+
+
+# What the bus carries, one message per written batch: lines "F <conversation> <seq> <frame json>" (frame JSON has
+# no raw newline), or one line "S <conversation> <turn>" for a stop request.
+Batch = list[tuple[int, list[str]]]
+
+
 class FrameLog:
     """The interface of both stores."""
 
     async def append(self, conversation_id: int, frame: dict[str, Any]) -> dict[str, Any]:
-        """Give `frame` the conversation's next seq, keep it, and return it (with `seq`)."""
+        """Give `frame` the conversation's next seq, keep it, publish it, and return it (with `seq`)."""
+        (first,) = await self.append_batch([(conversation_id, [frame_body(frame)])])
+        return {"seq": first, **frame}
+
+    async def append_batch(self, batch: Batch) -> list[int]:
+        """Number, keep and publish frames of several conversations at once (frame bodies from `frame_body`, in
+        order per conversation); the first seq given to each conversation's frames, in batch order."""
         raise NotImplementedError
+
+    def subscribe(self, feed: Callable[[str], None]) -> Callable[[], None]:
+        """Call `feed(message)` with every bus message of every process (from the event loop that subscribed);
+        returns the unsubscribe function. The Redis store also calls `feed("R")` after it reconnected: frames
+        may have been missed meanwhile (they are in the log)."""
+        raise NotImplementedError
+
+    async def subscribed(self) -> None:
+        """Return once this event loop's subscription receives what is published from now on."""
 
     async def after(self, conversation_id: int, after_seq: int) -> list[dict[str, Any]]:
         """The kept frames whose seq is greater than `after_seq`, in order."""
@@ -64,6 +99,7 @@ class FrameLog:
         raise NotImplementedError
 
     async def request_stop(self, conversation_id: int, turn_id: int) -> None:
+        """Set the stop flag of the turn (read by a turn that starts listening late) and publish a stop message."""
         raise NotImplementedError
 
     async def stop_requested(self, conversation_id: int, turn_id: int) -> bool:
@@ -71,22 +107,49 @@ class FrameLog:
 
 
 class MemoryFrameLog(FrameLog):
-    """One process: plain dicts (no awaits inside a method, so each method is atomic on the event loop)."""
+    """One process: plain dicts (no awaits inside a method, so each method is atomic on the event loop). Turns may
+    run on another thread's loop (a Celery task in eager mode): the bus hands messages to each subscriber's loop."""
 
     def __init__(self) -> None:
         self.counters: dict[int, int] = {}
         self.frames: dict[int, list[dict[str, Any]]] = {}
         self.turns: dict[int, tuple[int, float]] = {}
         self.stops: dict[int, int] = {}
+        self.feeds: dict[int, tuple[asyncio.AbstractEventLoop, Callable[[str], None]]] = {}
+        self.lock = threading.Lock()
 
-    async def append(self, conversation_id: int, frame: dict[str, Any]) -> dict[str, Any]:
-        seq = self.counters.get(conversation_id, 0) + 1
-        self.counters[conversation_id] = seq
-        frame = {"seq": seq, **frame}
-        kept = self.frames.setdefault(conversation_id, [])
-        kept.append(frame)
-        del kept[:-MAX_FRAMES]
-        return frame
+    async def append_batch(self, batch: Batch) -> list[int]:
+        firsts, lines = [], []
+        with self.lock:
+            for conversation_id, bodies in batch:
+                first = self.counters.get(conversation_id, 0) + 1
+                self.counters[conversation_id] = first + len(bodies) - 1
+                kept = self.frames.setdefault(conversation_id, [])
+                for seq, body in enumerate(bodies, start=first):
+                    kept.append({"seq": seq, **json.loads(body)})
+                    lines.append(f"F {conversation_id} {seq} {body}")
+                del kept[:-MAX_FRAMES]
+                firsts.append(first)
+        self._publish("\n".join(lines))
+        return firsts
+
+    def _publish(self, message: str) -> None:
+        for loop, feed in list(self.feeds.values()):
+            if loop.is_closed():
+                continue
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                feed(message)
+            else:
+                loop.call_soon_threadsafe(feed, message)
+
+    def subscribe(self, feed: Callable[[str], None]) -> Callable[[], None]:
+        key = id(feed)
+        self.feeds[key] = (asyncio.get_running_loop(), feed)
+        return lambda: self.feeds.pop(key, None)
 
     async def after(self, conversation_id: int, after_seq: int) -> list[dict[str, Any]]:
         return [frame for frame in self.frames.get(conversation_id, []) if frame["seq"] > after_seq]
@@ -120,20 +183,41 @@ class MemoryFrameLog(FrameLog):
 
     async def request_stop(self, conversation_id: int, turn_id: int) -> None:
         self.stops[conversation_id] = turn_id
+        self._publish(f"S {conversation_id} {turn_id}")
 
     async def stop_requested(self, conversation_id: int, turn_id: int) -> bool:
         return self.stops.get(conversation_id) == turn_id
 
 
-# INCR the counter and add the frame in one step, so the sorted set's order is the seq order even with several
-# writers; the member is "<seq> <json>" (unique per seq), scored by seq.
-_APPEND = """
-local seq = redis.call('INCR', KEYS[1])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('ZADD', KEYS[2], seq, seq .. ' ' .. ARGV[1])
-redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(tonumber(ARGV[2]) + 1))
-redis.call('EXPIRE', KEYS[2], ARGV[4])
-return seq
+# One call for a whole batch: per conversation (KEYS: its counter, its sorted set) INCRBY the counter by its frame
+# count and add the frames, so the sorted set's order is the seq order even with several writers (the member is
+# "<seq> <json>", unique per seq, scored by seq); then one PUBLISH of every frame to the bus. ARGV: max frames,
+# counter TTL, frames TTL, bus channel, then per conversation its id, its frame count and its frame bodies.
+_APPEND_BATCH = """
+local max, counter_ttl, frames_ttl, channel = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
+local lines, firsts, a = {}, {}, 5
+for k = 1, #KEYS, 2 do
+  local conversation, n = ARGV[a], tonumber(ARGV[a + 1])
+  a = a + 2
+  local first = redis.call('INCRBY', KEYS[k], n) - n + 1
+  redis.call('EXPIRE', KEYS[k], counter_ttl)
+  local members = {}
+  for j = 0, n - 1 do
+    local seq = first + j
+    members[#members + 1] = seq
+    members[#members + 1] = seq .. ' ' .. ARGV[a + j]
+    lines[#lines + 1] = 'F ' .. conversation .. ' ' .. seq .. ' ' .. ARGV[a + j]
+  end
+  a = a + n
+  for m = 1, #members, 2000 do
+    redis.call('ZADD', KEYS[k + 1], unpack(members, m, math.min(m + 1999, #members)))
+  end
+  redis.call('ZREMRANGEBYRANK', KEYS[k + 1], 0, -(max + 1))
+  redis.call('EXPIRE', KEYS[k + 1], frames_ttl)
+  firsts[#firsts + 1] = first
+end
+redis.call('PUBLISH', channel, table.concat(lines, '\\n'))
+return firsts
 """
 
 # Release only our own claim (a late release must not drop the next turn's).
@@ -152,41 +236,51 @@ return 0
 
 class RedisFrameLog(FrameLog):
     """Shared by every process: per conversation a seq counter (INCR), a sorted set of frames scored by seq
-    (bounded to MAX_FRAMES, expiring FRAMES_TTL after the last frame), a turn claim and a stop flag."""
+    (bounded to MAX_FRAMES, expiring FRAMES_TTL after the last frame), a turn claim and a stop flag; and one
+    pub/sub channel, the bus, that carries every frame and stop request to every process."""
 
     def __init__(self, url: str, prefix: str) -> None:
         self.url = url
         self.prefix = prefix
-        # redis.asyncio clients belong to the event loop that made them; one per loop.
+        self.channel = f"{prefix}:bus"
+        # redis.asyncio clients belong to the event loop that made them: per loop, one client on one bounded pool
+        # (a full pool waits for a connection instead of failing the turn) and one subscriber.
         self._clients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._subscribers: weakref.WeakKeyDictionary[Any, _Subscriber] = weakref.WeakKeyDictionary()
 
     def _client(self) -> Any:
-        import asyncio
-
-        import redis.asyncio as redis
-
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            client = self._clients[loop] = redis.Redis.from_url(self.url, decode_responses=True)
+            client = self._clients[loop] = redis_client(self.url)
         return client
 
     def _key(self, conversation_id: int, name: str) -> str:
         return f"{self.prefix}:{int(conversation_id)}:{name}"
 
-    async def append(self, conversation_id: int, frame: dict[str, Any]) -> dict[str, Any]:
-        body = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
-        seq = await self._client().eval(
-            _APPEND,
-            2,
-            self._key(conversation_id, "seq"),
-            self._key(conversation_id, "frames"),
-            body,
-            MAX_FRAMES,
-            COUNTER_TTL,
-            FRAMES_TTL,
-        )
-        return {"seq": int(seq), **frame}
+    async def append_batch(self, batch: Batch) -> list[int]:
+        keys: list[str] = []
+        args: list[Any] = [MAX_FRAMES, COUNTER_TTL, FRAMES_TTL, self.channel]
+        for conversation_id, bodies in batch:
+            keys += [self._key(conversation_id, "seq"), self._key(conversation_id, "frames")]
+            args += [int(conversation_id), len(bodies), *bodies]
+        firsts = await self._client().eval(_APPEND_BATCH, len(keys), *keys, *args)
+        return [int(first) for first in firsts]
+
+    def subscribe(self, feed: Callable[[str], None]) -> Callable[[], None]:
+        loop = asyncio.get_running_loop()
+        subscriber = self._subscribers.get(loop)
+        if subscriber is None:
+            subscriber = self._subscribers[loop] = _Subscriber(self.url, self.channel)
+        return subscriber.add(feed)
+
+    async def subscribed(self) -> None:
+        subscriber = self._subscribers.get(asyncio.get_running_loop())
+        if subscriber is not None and not subscriber.ready.is_set():
+            try:
+                await asyncio.wait_for(subscriber.ready.wait(), setting("REDIS_POOL_TIMEOUT"))
+            except TimeoutError:  # go on: the socket's catch-up reads the log; the bus resyncs it once back
+                logger.warning("bus %s: not subscribed yet, going on without waiting", self.channel)
 
     async def after(self, conversation_id: int, after_seq: int) -> list[dict[str, Any]]:
         members = await self._client().zrangebyscore(self._key(conversation_id, "frames"), f"({int(after_seq)}", "+inf")
@@ -223,10 +317,87 @@ class RedisFrameLog(FrameLog):
         )
 
     async def request_stop(self, conversation_id: int, turn_id: int) -> None:
-        await self._client().set(self._key(conversation_id, "stop"), str(turn_id), ex=STOP_TTL)
+        client = self._client()
+        await client.set(self._key(conversation_id, "stop"), str(turn_id), ex=STOP_TTL)
+        await client.publish(self.channel, f"S {int(conversation_id)} {int(turn_id)}")
 
     async def stop_requested(self, conversation_id: int, turn_id: int) -> bool:
         return await self._client().get(self._key(conversation_id, "stop")) == str(turn_id)
+
+
+def redis_client(url: str) -> Any:
+    """An asyncio Redis client on a bounded pool (REDIS_MAX_CONNECTIONS; a caller waits up to REDIS_POOL_TIMEOUT
+    for a free connection instead of failing), with keepalive and a command timeout well above any wait we use."""
+    import redis.asyncio as redis
+
+    pool = redis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=setting("REDIS_MAX_CONNECTIONS"),
+        timeout=setting("REDIS_POOL_TIMEOUT"),
+        socket_timeout=setting("REDIS_SOCKET_TIMEOUT"),
+        socket_connect_timeout=setting("REDIS_SOCKET_TIMEOUT"),
+        socket_keepalive=True,
+        health_check_interval=30,
+        decode_responses=True,
+    )
+    return redis.Redis(connection_pool=pool)
+
+
+class _Subscriber:
+    """One event loop's subscription to the bus: a task that reads the channel and hands each message to the feeds;
+    after a lost connection it subscribes again and tells every feed ("R"): they catch up from the log."""
+
+    RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+    def __init__(self, url: str, channel: str) -> None:
+        self.url = url
+        self.channel = channel
+        self.feeds: dict[int, Callable[[str], None]] = {}
+        self.ready = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"bus {channel}")
+
+    def add(self, feed: Callable[[str], None]) -> Callable[[], None]:
+        key = id(feed)
+        self.feeds[key] = feed
+        return lambda: self.feeds.pop(key, None)
+
+    def _feed(self, message: str) -> None:
+        for feed in list(self.feeds.values()):
+            try:
+                feed(message)
+            except Exception:  # one socket's bug must not stop the bus for the others
+                logger.exception("bus feed failed")
+
+    async def _run(self) -> None:
+        import redis.asyncio as redis
+
+        failures = 0
+        while True:
+            # Its own connection, no read timeout: a quiet bus is normal (keepalive notices a dead peer).
+            client = redis.Redis.from_url(self.url, decode_responses=True, socket_keepalive=True)
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                if failures:
+                    self._feed("R")
+                    logger.warning("bus %s: subscribed again after %s failure(s)", self.channel, failures)
+                failures = 0
+                self.ready.set()
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        self._feed(message["data"])
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.ready.clear()
+                delay = self.RETRY_SECONDS[min(failures, len(self.RETRY_SECONDS) - 1)]
+                failures += 1
+                logger.warning("bus %s: connection lost, retrying in %ss", self.channel, delay, exc_info=True)
+                await asyncio.sleep(delay)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+                    await client.aclose()
 
 
 _logs: dict[tuple[str, str], FrameLog] = {}

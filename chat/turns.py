@@ -1,35 +1,114 @@
 """Turns started from the chat websocket: store the user message, claim the conversation, run the turn as an asyncio
-task of this process (not tied to the socket), and stop it when any socket of the conversation asks."""
+task of this process (not tied to the socket), and stop it when any socket of the conversation asks.
+
+A process runs at most CHAT_MAX_TURNS turns at once; up to CHAT_TURN_QUEUE more wait for a place, served round-robin
+by tenant (one tenant's many chats do not starve another's one); beyond that a message is refused before it is
+stored, with a retry hint (`overloaded`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents import frames
 from agents.runtime import run_turn
+from chat.bus import hub_for
 from chat.sinks import ChannelSink
 from chat.streams import FrameLog, get_frame_log
+from core.conf import setting
 from core.db import database_sync_to_async
 from memory.models import Conversation, Message, Role
 from memory.services import message_add
 
 logger = logging.getLogger("chat.turns")
 
-# How often a running turn looks for a stop request in the frame log (seconds); a stop from any process is seen
-# within this delay plus one chunk of the reply.
-STOP_POLL_SECONDS = 0.1
-# How often a running turn renews its claim in the frame log (well within streams.TURN_TTL).
+# How often a running turn renews its claim in the frame log (well within streams.TURN_TTL) and reads the stop flag
+# (in case the stop message was published while this process's bus was reconnecting).
 RENEW_SECONDS = 10.0
 
 _tasks: set[asyncio.Task] = set()
 
 
+class TurnGate:
+    """This event loop's places for running turns (CHAT_MAX_TURNS, 0: unlimited) and its bounded waiting line
+    (CHAT_TURN_QUEUE), one line per tenant, served in turn."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.lines: dict[int, deque[asyncio.Future]] = {}
+        self.order: deque[int] = deque()  # tenants with someone waiting, next to be served first
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(line) for line in self.lines.values())
+
+    def has_room(self) -> bool:
+        capacity = setting("CHAT_MAX_TURNS")
+        return capacity <= 0 or self.running + self.waiting < capacity + setting("CHAT_TURN_QUEUE")
+
+    async def acquire(self, tenant_id: int) -> None:
+        capacity = setting("CHAT_MAX_TURNS")
+        if capacity <= 0 or (self.running < capacity and not self.order):
+            self.running += 1
+            return
+        future = asyncio.get_running_loop().create_future()
+        line = self.lines.setdefault(tenant_id, deque())
+        if not line:
+            self.order.append(tenant_id)
+        line.append(future)
+        try:
+            await future  # release() counted us as running when it woke us
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()
+            else:
+                self._forget(tenant_id, future)
+            raise
+
+    def release(self) -> None:
+        self.running -= 1
+        capacity = setting("CHAT_MAX_TURNS")
+        while self.order and (capacity <= 0 or self.running < capacity):
+            tenant_id = self.order.popleft()
+            line = self.lines[tenant_id]
+            future = line.popleft()
+            if line:
+                self.order.append(tenant_id)
+            else:
+                del self.lines[tenant_id]
+            if not future.done():
+                self.running += 1
+                future.set_result(None)
+
+    def _forget(self, tenant_id: int, future: asyncio.Future) -> None:
+        line = self.lines.get(tenant_id)
+        if line is not None and future in line:
+            line.remove(future)
+            if not line:
+                del self.lines[tenant_id]
+                self.order.remove(tenant_id)
+
+
+_gates: weakref.WeakKeyDictionary[Any, TurnGate] = weakref.WeakKeyDictionary()
+
+
+def turn_gate() -> TurnGate:
+    """This event loop's gate (one per process in production: Daphne runs one loop)."""
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = TurnGate()
+    return gate
+
+
 @dataclass
 class Submission:
-    """What became of a user_message: started (a new turn), duplicate (its client_id was stored) or busy."""
+    """What became of a user_message: started (a new turn), duplicate (its client_id was stored), busy (another turn
+    of the conversation runs) or overloaded (this process has no place for another turn)."""
 
     outcome: str
     message: Message | None = None
@@ -72,6 +151,8 @@ async def submit_user_message(*, conversation: Conversation, client_id: str, con
         return await _duplicate(log, conversation, message, reply)
     if await log.running_turn(conversation.pk) is not None:
         return Submission("busy")
+    if not turn_gate().has_room():
+        return Submission("overloaded")
     message = await database_sync_to_async(message_add)(
         conversation=conversation, role=Role.USER, content=content, client_id=client_id
     )
@@ -95,26 +176,38 @@ async def _duplicate(log: FrameLog, conversation: Conversation, message: Message
 
 
 async def _watch_stop(log: FrameLog, conversation_id: int, turn_id: int, stop: asyncio.Event) -> None:
-    """Set `stop` when a stop is requested for this turn; meanwhile keep the turn's claim alive."""
-    loop = asyncio.get_running_loop()
-    renew_at = loop.time() + RENEW_SECONDS
-    while not stop.is_set():
-        await asyncio.sleep(STOP_POLL_SECONDS)
-        try:
-            if await log.stop_requested(conversation_id, turn_id):
-                stop.set()
-            if loop.time() >= renew_at:
+    """Set `stop` when a stop is requested for this turn (a bus message from any process: no polling); meanwhile
+    keep the turn's claim alive."""
+    cancel = hub_for(log).on_stop(conversation_id, turn_id, stop.set)
+    try:
+        await log.subscribed()
+        while True:
+            try:
+                if await log.stop_requested(conversation_id, turn_id):  # asked before we listened, or while away
+                    stop.set()
+            except Exception:  # a store hiccup must not end the turn; the next round tries again
+                logger.warning("stop watcher: frame log unavailable conversation=%s", conversation_id, exc_info=True)
+            if stop.is_set():
+                return
+            await asyncio.sleep(RENEW_SECONDS)
+            try:
                 await log.renew_turn(conversation_id, turn_id)
-                renew_at = loop.time() + RENEW_SECONDS
-        except Exception:  # a store hiccup must not end the turn; the next poll tries again
-            logger.warning("stop watcher: frame log unavailable conversation=%s", conversation_id, exc_info=True)
+            except Exception:
+                logger.warning("stop watcher: claim not renewed conversation=%s", conversation_id, exc_info=True)
+    finally:
+        cancel()
 
 
 async def _run(log: FrameLog, conversation: Conversation, message: Message, sink: ChannelSink) -> None:
     stop = asyncio.Event()
+    gate = turn_gate()
     watcher = asyncio.get_running_loop().create_task(_watch_stop(log, conversation.pk, message.pk, stop))
     try:
-        await run_turn(conversation=conversation, user_message=message, sink=sink, stop=stop)
+        await gate.acquire(conversation.tenant_id)
+        try:
+            await run_turn(conversation=conversation, user_message=message, sink=sink, stop=stop)
+        finally:
+            gate.release()
     except asyncio.CancelledError:
         raise
     except Exception:

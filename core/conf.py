@@ -30,6 +30,18 @@ DEFAULTS: dict[str, Any] = {
     "LLM_QUOTA_CACHE_SECONDS": 5.0,
     # The chat frame log's key prefix in Redis (tests use a fresh one per test).
     "CHAT_STREAM_PREFIX": "chat",
+    # Under load (docs/operations.md): seconds a streamed reply's deltas wait to be written together; turns a process
+    # runs at once (0: no limit) and turns that may wait for a free place beyond that (more are refused as busy,
+    # with a retry hint of CHAT_BUSY_RETRY_SECONDS).
+    "CHAT_FLUSH_SECONDS": 0.03,
+    "CHAT_MAX_TURNS": 200,
+    "CHAT_TURN_QUEUE": 400,
+    "CHAT_BUSY_RETRY_SECONDS": 10,
+    # Redis clients of the frame log: connections per process and event loop (a caller waits up to
+    # REDIS_POOL_TIMEOUT seconds for a free one), and the timeout of a command and of a connect.
+    "REDIS_MAX_CONNECTIONS": 50,
+    "REDIS_POOL_TIMEOUT": 10.0,
+    "REDIS_SOCKET_TIMEOUT": 10.0,
     # Knowledge bases (docs/knowledge.md).
     "KNOWLEDGE_MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
     "KNOWLEDGE_EMBED_THREADS": 0,

@@ -41,6 +41,22 @@ PLAN = {
 }
 
 
+def _emitter(sink):
+    """emit(frame): the frame written through `sink` and logged (its deltas are not held back for a batch)."""
+
+    async def emit_logged(frame):
+        await sink.emit(frame)
+        await sink.flush()
+
+    def emit(frame):
+        # Playwright's sync API runs an event loop in this thread: emit from another, as a turn's worker does.
+        thread = threading.Thread(target=async_to_sync(emit_logged), args=(frame,))
+        thread.start()
+        thread.join(10)
+
+    return emit
+
+
 def test_plan_frames_build_and_fill_the_step_cards(asgi_live_server, demo, page_for):  # noqa: F811
     from django.contrib.auth import get_user_model
 
@@ -53,14 +69,7 @@ def test_plan_frames_build_and_fill_the_step_cards(asgi_live_server, demo, page_
     log_in(page, asgi_live_server.url, "energy-admin")
     page.goto(f"{asgi_live_server.url}/chat/{conversation.pk}/")
     page.wait_for_function("() => !document.getElementById('chat-status').textContent")
-    sink = ChannelSink(conversation.pk)
-
-    def emit(frame):
-        # Playwright's sync API runs an event loop in this thread: emit from another, as a turn's worker does.
-        thread = threading.Thread(target=async_to_sync(sink.emit), args=(frame,))
-        thread.start()
-        thread.join(10)
-
+    emit = _emitter(ChannelSink(conversation.pk))
     emit(frames.Plan(plan=PLAN))
     cards = page.locator("#chat-plan-steps .chat-step")
     cards.nth(1).wait_for()
@@ -121,14 +130,10 @@ TABLE = "敏感性分析：\n\n| 因素 | 变化 | IRR |\n| --- | --- | --- |\n|
 class _SinkBeforeRenderedSteps(ChannelSink):
     """Frames as a sink wrote them before step frames carried `html`: the card must fall back to the text."""
 
-    async def emit(self, frame):
-        from chat.sinks import page_frame
-
-        data = page_frame(frame)
+    def render(self, frame):
+        data = super().render(frame)
         data.pop("html", None) if data.get("type") == "step" else None
-        logged = await self.log.append(self.conversation_id, data)
-        await self.layer.group_send(self.group, {"type": "chat.frame", "frame": logged})
-        return logged
+        return data
 
 
 def test_a_resumed_step_shows_its_new_run_not_the_question_before_it(asgi_live_server, demo, page_for):  # noqa: F811
@@ -147,15 +152,7 @@ def test_a_resumed_step_shows_its_new_run_not_the_question_before_it(asgi_live_s
     page.goto(f"{asgi_live_server.url}/chat/{conversation.pk}/")
     page.wait_for_function("() => !document.getElementById('chat-status').textContent")
 
-    def emitter(sink):
-        def emit(frame):
-            thread = threading.Thread(target=async_to_sync(sink.emit), args=(frame,))
-            thread.start()
-            thread.join(10)
-
-        return emit
-
-    emit, emit_plain = emitter(ChannelSink(conversation.pk)), emitter(_SinkBeforeRenderedSteps(conversation.pk))
+    emit, emit_plain = _emitter(ChannelSink(conversation.pk)), _emitter(_SinkBeforeRenderedSteps(conversation.pk))
     asked = {"recordId": "r1", "output": QUESTION, "status": "interrupted", "context": {}}
 
     def plan(status1, result1=None, status2="not_started"):
