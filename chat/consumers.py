@@ -25,7 +25,7 @@ from chat import turns
 from chat.bus import hub_for
 from chat.sinks import page_frame
 from chat.streams import get_frame_log
-from core.db import database_sync_to_async
+from core.conf import setting
 from llm import errors
 from memory.models import Conversation
 from memory.selectors import access_conversation
@@ -72,17 +72,19 @@ class ChatConsumer(TenantScopedJsonConsumer):
     conversation: Conversation | None = None
     hub = None
 
+    def connect_reads(self) -> None:
+        if self.scope["user"].is_authenticated:
+            self.conversation = _conversation_for(
+                user=self.scope["user"],
+                membership=self.membership,
+                conversation_id=int(self.scope["url_route"]["kwargs"]["conversation_id"]),
+            )
+
     async def connect(self) -> None:
-        user = self.scope["user"]
-        if not user.is_authenticated:
+        if not self.scope["user"].is_authenticated:
             await self.close(code=4401)
             return
-        conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
-        conversation = None
-        if self.tenant is not None:
-            conversation = await database_sync_to_async(_conversation_for)(
-                user=user, membership=self.membership, conversation_id=conversation_id
-            )
+        conversation = self.conversation  # read with the membership (connect_reads): one database hop per connect
         if conversation is None:
             await self.close(code=4403)
             return
@@ -98,9 +100,8 @@ class ChatConsumer(TenantScopedJsonConsumer):
         self.pump: asyncio.Task | None = None
         self.hub = hub_for(self.log)
         await self.hub.listen(conversation.pk, self)
-        self.connect_seq = await self.log.last_seq(conversation.pk)
+        self.connect_seq, running = await self.log.state(conversation.pk)
         await self.accept()
-        running = await self.log.running_turn(conversation.pk)
         hello = frames.Hello(conversation_id=conversation.pk, last_seq=self.connect_seq, running=running is not None)
         await self.send_json(hello.as_dict())
         self._sync_timer = asyncio.get_running_loop().call_later(SYNC_DELAY_SECONDS, self._push, _SYNC, "")
@@ -209,12 +210,19 @@ class ChatConsumer(TenantScopedJsonConsumer):
 
     async def _reject(self, code: str, client_id: str | None = None) -> None:
         """An error for this socket only (not a frame of the conversation: seq is null)."""
+        retry_after = None
         if code == "busy":
             with override(self.language):
                 text = gettext("The agent is still answering. Wait for the reply or stop it, then send again.")
+        elif code == "overloaded":
+            retry_after = setting("CHAT_BUSY_RETRY_SECONDS")
+            with override(self.language):
+                text = gettext(
+                    "The platform is busy and did not take your message. It is sent again in %(seconds)s s."
+                ) % {"seconds": retry_after}
         else:
             text = errors.message_for(code, self.language)
-        await self._send_own(frames.Error(code=code, message=text, client_id=client_id))
+        await self._send_own(frames.Error(code=code, message=text, client_id=client_id, retry_after=retry_after))
 
     async def _replay(self, after_seq: int) -> None:
         async with self.lock:

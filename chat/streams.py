@@ -84,6 +84,10 @@ class FrameLog:
         """The seq of the conversation's latest frame (0 before the first)."""
         raise NotImplementedError
 
+    async def state(self, conversation_id: int) -> tuple[int, int | None]:
+        """`last_seq` and `running_turn` together (what a socket needs at connect; one round trip in Redis)."""
+        return await self.last_seq(conversation_id), await self.running_turn(conversation_id)
+
     async def claim_turn(self, conversation_id: int, turn_id: int) -> int | None:
         """Mark turn `turn_id` (its user message id) running; None on success, else the turn already running."""
         raise NotImplementedError
@@ -293,6 +297,10 @@ class RedisFrameLog(FrameLog):
     async def last_seq(self, conversation_id: int) -> int:
         value = await self._client().get(self._key(conversation_id, "seq"))
         return int(value or 0)
+
+    async def state(self, conversation_id: int) -> tuple[int, int | None]:
+        seq, turn = await self._client().mget(self._key(conversation_id, "seq"), self._key(conversation_id, "turn"))
+        return int(seq or 0), int(turn) if turn is not None else None
 
     async def claim_turn(self, conversation_id: int, turn_id: int) -> int | None:
         client = self._client()

@@ -108,9 +108,19 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
-# Persistent connections do not mix well with ASGI threads; 0 closes each request's connection.
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.bool("DATABASE_POOL", default=True):
+    # Django's psycopg pool: a request, a websocket connect or a turn's database hop borrows an open connection and
+    # gives it back when the hop ends (nothing is held across a model stream), instead of opening one per hop.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # required with the pool: "closing" returns the connection to it
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
+        "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=10),
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+    }
+else:
+    # Without the pool: 0 closes each request's connection (persistent ones do not mix well with ASGI threads).
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
@@ -119,13 +129,37 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", default="asgi")},
+            # A command timeout above the layer's 5 s blocking receive (redis-py's default equals it, which closed
+            # idle sockets with 1011), and keepalive to notice a dead peer.
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": env.float("REDIS_SOCKET_TIMEOUT", default=DEFAULTS["REDIS_SOCKET_TIMEOUT"]),
+                        "socket_keepalive": True,
+                        "health_check_interval": 30,
+                    }
+                ],
+                "prefix": env.str("CHANNELS_PREFIX", default="asgi"),
+            },
         }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Under load (docs/operations.md): the chat frame writer's batching delay (seconds), the turns a process runs at
+# once (0: no limit) and how many more may wait for a place (beyond that a message is refused with a retry hint of
+# CHAT_BUSY_RETRY_SECONDS); the frame log's Redis pool per process (a caller waits up to REDIS_POOL_TIMEOUT for a
+# free connection) and the command timeout of every Redis client.
+CHAT_FLUSH_SECONDS = env.float("CHAT_FLUSH_SECONDS", default=DEFAULTS["CHAT_FLUSH_SECONDS"])
+CHAT_MAX_TURNS = env.int("CHAT_MAX_TURNS", default=DEFAULTS["CHAT_MAX_TURNS"])
+CHAT_TURN_QUEUE = env.int("CHAT_TURN_QUEUE", default=DEFAULTS["CHAT_TURN_QUEUE"])
+CHAT_BUSY_RETRY_SECONDS = env.int("CHAT_BUSY_RETRY_SECONDS", default=DEFAULTS["CHAT_BUSY_RETRY_SECONDS"])
+REDIS_MAX_CONNECTIONS = env.int("REDIS_MAX_CONNECTIONS", default=DEFAULTS["REDIS_MAX_CONNECTIONS"])
+REDIS_POOL_TIMEOUT = env.float("REDIS_POOL_TIMEOUT", default=DEFAULTS["REDIS_POOL_TIMEOUT"])
+REDIS_SOCKET_TIMEOUT = env.float("REDIS_SOCKET_TIMEOUT", default=DEFAULTS["REDIS_SOCKET_TIMEOUT"])
 
 # Celery: Redis as broker when REDIS_URL is set, otherwise tasks run in-process (eager).
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://")

@@ -41,7 +41,7 @@ DEFAULTS: dict[str, Any] = {
     # REDIS_POOL_TIMEOUT seconds for a free one), and the timeout of a command and of a connect.
     "REDIS_MAX_CONNECTIONS": 50,
     "REDIS_POOL_TIMEOUT": 10.0,
-    "REDIS_SOCKET_TIMEOUT": 10.0,
+    "REDIS_SOCKET_TIMEOUT": 15.0,
     # Knowledge bases (docs/knowledge.md).
     "KNOWLEDGE_MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
     "KNOWLEDGE_EMBED_THREADS": 0,

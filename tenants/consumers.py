@@ -16,6 +16,7 @@ class TenantScopedJsonConsumer(AsyncJsonWebsocketConsumer):
     """Resolves the session's active tenant once per connection and handles every message inside its scope.
 
     `self.tenant` and `self.membership` are set before `connect()` runs; both are None for a user without a tenant.
+    `connect_reads()` lets a consumer read what it needs in the same database hop.
     """
 
     tenant = None
@@ -26,10 +27,18 @@ class TenantScopedJsonConsumer(AsyncJsonWebsocketConsumer):
         if not self._resolved:
             session = self.scope.get("session")
             tenant_id = session.get(SESSION_KEY) if session is not None else None
-            self.tenant, self.membership = await database_sync_to_async(resolve_membership)(
-                user=self.scope["user"], tenant_id=tenant_id
-            )
+            await database_sync_to_async(self._resolve)(tenant_id)
             self._resolved = True
         scope = tenant_scope(self.tenant) if self.tenant is not None else contextlib.nullcontext()
         with scope:
             await super().dispatch(message)
+
+    def _resolve(self, tenant_id: int | None) -> None:
+        self.tenant, self.membership = resolve_membership(user=self.scope["user"], tenant_id=tenant_id)
+        if self.tenant is not None:
+            with tenant_scope(self.tenant):
+                self.connect_reads()
+
+    def connect_reads(self) -> None:
+        """Database reads a consumer needs at connect, run in the tenant's scope in the same database hop as the
+        membership (one trip to the database thread per connect). Override; `self.tenant` is set."""

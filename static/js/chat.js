@@ -21,6 +21,10 @@
   var running = false;
   // The message sent but not yet acknowledged by a `user_message` frame: resent as is after a reconnect.
   var pending = null;
+  // A frame arrived after a hole in the seqs: a catch_up is on its way (nothing is applied until it fills the hole).
+  var repairing = false;
+  // The server said the frames before the next one are gone (`gap`): accept its seq as the new start.
+  var acceptJump = false;
   // The reply being written (its bubble), and the plan's step cards keyed by index.
   var reply = null;
   var steps = {};
@@ -434,6 +438,8 @@
   function handle(frame) {
     switch (frame.type) {
       case "hello":
+        // A counter lower than ours means the log started again (the store was reset): follow its numbering.
+        if (typeof frame.last_seq === "number" && frame.last_seq < lastSeq) lastSeq = frame.last_seq;
         // A reply still being written (another tab, or before a reload): its frames come with the catch-up.
         if (frame.running) {
           setRunning(true);
@@ -487,11 +493,29 @@
         finishReply(frame);
         break;
       case "error":
+        if (frame.code === "overloaded" && pending && frame.client_id === pending.clientId) {
+          retryLater(pending, frame);
+          break;
+        }
         showError(frame);
+        break;
+      case "gap":
+        acceptJump = true;
         break;
       default:
         break;
     }
+  }
+
+  // The server had no room for the message (it was not stored): say so and send it again after its hint.
+  function retryLater(message, frame) {
+    setStatus(frame.message || "");
+    var seconds = Number(frame.retry_after) || 10;
+    window.setTimeout(function () {
+      if (pending !== message) return; // answered, refused for good, or replaced meanwhile
+      setStatus(labels.thinking);
+      send({ type: "user_message", client_id: message.clientId, content: message.content });
+    }, seconds * 1000 + Math.floor(Math.random() * 1000));
   }
 
   function socketUrl() {
@@ -512,6 +536,7 @@
     socket = new WebSocket(socketUrl());
     socket.addEventListener("open", function () {
       retries = 0;
+      repairing = false;
       // Every frame after the last one seen: what was missed while away (the page embeds the seq it shows).
       send({ type: "catch_up", after_seq: lastSeq });
       everOpened = true;
@@ -524,6 +549,14 @@
       if (!frame || typeof frame !== "object") return;
       if (typeof frame.seq === "number") {
         if (frame.seq <= lastSeq) return; // already shown (a catch-up overlaps what arrived live)
+        if (frame.seq > lastSeq + 1 && !acceptJump) {
+          // A frame went missing on the way: ask once for everything after the last one applied; the answer
+          // brings this frame again, in order.
+          if (!repairing) repairing = send({ type: "catch_up", after_seq: lastSeq });
+          return;
+        }
+        repairing = false;
+        acceptJump = false;
         lastSeq = frame.seq;
       }
       handle(frame);
