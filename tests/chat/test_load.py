@@ -1,0 +1,188 @@
+"""The chat surface under load, in one process: the database work per connect and per turn is bounded, a frame lost
+on the bus is repaired before the page sees a hole, a full process refuses a message with a retry hint instead of
+failing, and waiting turns are served fairly between tenants. (Several processes: tests/chat/test_processes.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from agents.services import agent_create, conversation_start
+from chat import turns
+from chat.consumers import ChatConsumer
+from core.db import database_sync_to_async
+from memory.models import Message
+from tenants.scope import tenant_scope
+from tests.chat.test_consumer import (  # noqa: F401  (fixtures)
+    _assert_consecutive,
+    _connect,
+    _frames_until,
+    _isolated_streams,
+    _send,
+    _socket,
+    conversation,
+)
+from tests.factories import MembershipFactory, UserFactory
+from tests.llm.factories import ModelProviderFactory
+from tests.queries import count_statements
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Measured: a connect reads the session, the user, the membership and the conversation (4); a plain chat turn 16
+# (the resend check, store the message and update the context, read the agent's knowledge bases, the tool context,
+# the context and the window, the quota; then the usage record, the reply and the context again).
+CONNECT_STATEMENTS = 4
+TURN_STATEMENTS = 16
+
+
+async def test_a_connect_runs_a_bounded_number_of_statements(member, tenant, conversation):  # noqa: F811
+    socket = await _socket(member, tenant, conversation.pk)  # logs in (not part of the connect)
+    with count_statements() as statements:
+        connected, _code = await socket.connect()
+        assert connected and (await socket.receive_json_from(timeout=5))["type"] == "hello"
+    await socket.disconnect()
+    assert 0 < len(statements) <= CONNECT_STATEMENTS, statements.sql
+
+
+async def test_a_turn_runs_a_bounded_number_of_statements_and_none_per_token(
+    member,
+    tenant,
+    conversation,  # noqa: F811
+    scripted_llm,
+    settings,
+):
+    settings.LLM_QUOTA_CACHE_SECONDS = 0  # every turn reads the tenant's monthly tokens (the worst case)
+
+    statements_of: list[list[str]] = []
+
+    async def turn_statements(tokens: int) -> int:
+        scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": tokens, "delay": 0.001}})
+        socket = await _connect(member, tenant, conversation.pk)
+        with count_statements() as statements:
+            await socket.send_json_to(_send("hello"))
+            frames = await _frames_until(socket)
+            await turns.wait_turns()
+        await socket.disconnect()
+        assert frames[-1]["type"] == "done" and frames[-1]["status"] == "complete"
+        statements_of.append(statements.sql)
+        return len(statements)
+
+    short, long = await turn_statements(5), await turn_statements(300)
+    assert 0 < short <= TURN_STATEMENTS, statements_of
+    assert long == short  # nothing per token
+
+
+async def test_a_frame_lost_on_the_bus_is_read_from_the_log_before_the_next_one(
+    member,
+    tenant,
+    conversation,  # noqa: F811
+    scripted_llm,
+    monkeypatch,
+):
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 80, "delay": 0.005}})
+    deliver, lost = ChatConsumer.deliver, []
+
+    def lossy(self, seq, body):
+        if '"type":"delta"' in body and not lost and seq > 3:
+            lost.append(seq)  # dropped on the way, as a full buffer or a reconnecting bus would
+            return
+        deliver(self, seq, body)
+
+    monkeypatch.setattr(ChatConsumer, "deliver", lossy)
+    socket = await _connect(member, tenant, conversation.pk)
+    await socket.send_json_to({"type": "catch_up", "after_seq": 0})
+    await socket.send_json_to(_send("tell me"))
+    frames = await _frames_until(socket)
+    await turns.wait_turns()
+    await socket.disconnect()
+
+    assert lost, "no frame was dropped: the test did not inject its fault"
+    _assert_consecutive(frames)
+    assert lost[0] in [frame["seq"] for frame in frames]
+    (_user, reply) = await database_sync_to_async(_messages)(tenant, conversation)
+    assert reply.content == "".join(frame["content"] for frame in frames if frame["type"] == "delta")
+
+
+def _messages(tenant, conversation):  # noqa: F811
+    with tenant_scope(tenant):
+        return list(Message.objects.filter(conversation=conversation).order_by("id"))
+
+
+def _conversations(tenant, user, base_url, count):
+    with tenant_scope(tenant):
+        ModelProviderFactory(tenant=tenant, name="scripted", base_url=base_url, is_default=True)
+        agent = agent_create(tenant=tenant, name="Advisor", system_prompt="You advise.", model="gpt-4")
+        return [conversation_start(agent=agent, user=user) for _ in range(count)]
+
+
+async def test_a_full_process_refuses_a_message_with_a_retry_hint_and_stores_nothing(
+    member, tenant, scripted_llm, settings
+):
+    settings.CHAT_MAX_TURNS, settings.CHAT_TURN_QUEUE, settings.CHAT_BUSY_RETRY_SECONDS = 2, 0, 7
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 40, "delay": 0.02}})
+    first, second, third = await database_sync_to_async(_conversations)(tenant, member, scripted_llm.base_url, 3)
+    sockets = [await _connect(member, tenant, c.pk, language="zh-CN") for c in (first, second, third)]
+    await sockets[0].send_json_to(_send("one"))
+    await sockets[1].send_json_to(_send("two"))
+    for socket in sockets[:2]:
+        assert (await socket.receive_json_from(timeout=5))["type"] == "user_message"
+    await sockets[2].send_json_to(_send("three", "c-three"))
+    refused = await sockets[2].receive_json_from(timeout=5)
+
+    assert (refused["type"], refused["code"], refused["seq"]) == ("error", "overloaded", None)
+    assert refused["client_id"] == "c-three" and refused["retry_after"] == 7
+    assert refused["message"] == "平台繁忙，未能接收你的消息。将在 7 秒后自动重新发送。"
+    assert await database_sync_to_async(_messages)(tenant, third) == []
+    for socket in sockets[:2]:
+        assert (await _frames_until(socket))[-1]["status"] == "complete"
+    await turns.wait_turns()
+
+    await sockets[2].send_json_to(_send("three", "c-three"))  # the page's resend, once there is room
+    frames = await _frames_until(sockets[2])
+    await turns.wait_turns()
+    assert frames[-1]["status"] == "complete"
+    assert [m.content for m in await database_sync_to_async(_messages)(tenant, third)][0] == "three"
+    for socket in sockets:
+        await socket.disconnect()
+
+
+async def test_waiting_turns_are_served_in_turn_by_tenant(tenant, other_tenant, scripted_llm, settings):
+    """One tenant's many waiting chats do not starve another tenant's one: with one place, tenant B's turn, queued
+    after six of tenant A's, starts after at most one of them."""
+    settings.CHAT_MAX_TURNS, settings.CHAT_TURN_QUEUE = 1, 20
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 30, "delay": 0.02}})
+
+    def users():
+        a, b = UserFactory(), UserFactory()
+        MembershipFactory(user=a, tenant=tenant)
+        MembershipFactory(user=b, tenant=other_tenant)
+        return a, b
+
+    user_a, user_b = await database_sync_to_async(users)()
+    chats_a = await database_sync_to_async(_conversations)(tenant, user_a, scripted_llm.base_url, 7)
+    (chat_b,) = await database_sync_to_async(_conversations)(other_tenant, user_b, scripted_llm.base_url, 1)
+    sockets_a = [await _connect(user_a, tenant, c.pk) for c in chats_a]
+    socket_b = await _connect(user_b, other_tenant, chat_b.pk)
+
+    finished: list[str] = []
+
+    async def chat(name, socket, delay):
+        await asyncio.sleep(delay)
+        await socket.send_json_to(_send(name))
+        frames = await _frames_until(socket, timeout=30)
+        assert frames[-1]["status"] == "complete"
+        finished.append(name)
+
+    started = time.monotonic()
+    await asyncio.gather(
+        *(chat(f"a{n}", socket, 0.01 * n) for n, socket in enumerate(sockets_a)),
+        chat("b", socket_b, 0.2),  # after all of A's are in: one running, six waiting
+    )
+    await turns.wait_turns()
+    for socket in [*sockets_a, socket_b]:
+        await socket.disconnect()
+
+    assert finished.index("b") <= 2, (finished, time.monotonic() - started)
+    assert sorted(finished) == sorted([f"a{n}" for n in range(7)] + ["b"])
