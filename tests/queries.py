@@ -10,7 +10,6 @@ from unittest import mock
 
 from django.db.backends.utils import CursorWrapper
 
-
 _TRANSACTION_CONTROL = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT")
 
 

@@ -143,7 +143,8 @@ async def test_a_full_process_refuses_a_message_with_a_retry_hint_and_stores_not
     frames = await _frames_until(sockets[2])
     await turns.wait_turns()
     assert frames[-1]["status"] == "complete"
-    assert [m.content for m in await database_sync_to_async(_messages)(tenant, third)][0] == "three"
+    stored = await database_sync_to_async(_messages)(tenant, third)
+    assert (stored[0].role, stored[0].content) == ("user", "three")
     for socket in sockets:
         await socket.disconnect()
 
