@@ -149,10 +149,12 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-# Under load (docs/operations.md): the chat frame writer's batching delay (seconds), the turns a process runs at
+# The chat frame log's key prefix in Redis (processes sharing it share conversations' frames). Under load
+# (docs/operations.md): the chat frame writer's batching delay (seconds), the turns a process runs at
 # once (0: no limit) and how many more may wait for a place (beyond that a message is refused with a retry hint of
 # CHAT_BUSY_RETRY_SECONDS); the frame log's Redis pool per process (a caller waits up to REDIS_POOL_TIMEOUT for a
 # free connection) and the command timeout of every Redis client.
+CHAT_STREAM_PREFIX = env.str("CHAT_STREAM_PREFIX", default=DEFAULTS["CHAT_STREAM_PREFIX"])
 CHAT_FLUSH_SECONDS = env.float("CHAT_FLUSH_SECONDS", default=DEFAULTS["CHAT_FLUSH_SECONDS"])
 CHAT_MAX_TURNS = env.int("CHAT_MAX_TURNS", default=DEFAULTS["CHAT_MAX_TURNS"])
 CHAT_TURN_QUEUE = env.int("CHAT_TURN_QUEUE", default=DEFAULTS["CHAT_TURN_QUEUE"])

@@ -10,43 +10,29 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from celery import current_app
-from django.db import connection
 
 from core.db import database_sync_to_async
 from plans.models import LogKind, PlanLog
 from tenants.scope import tenant_scope
 from tests.plans.test_plan_gaps import ASKING_RULES, _scoped, _user_texts
 from tests.plans.test_plans import _plan, setup  # noqa: F401  (fixture)
+from tests.processes import ROOT, database_url, require_postgresql
 from tests.turns import user_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _database_url() -> str:
-    """The test database (test_<name>) as a DATABASE_URL, for the worker process."""
-    db = connection.settings_dict
-    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
-    user = quote(db["USER"] or "", safe="")
-    return f"postgres://{user}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 @pytest.fixture
 def celery_worker(redis_url, transactional_db, tmp_path):
     """A Celery worker (one solo process) on this test's Redis and database; always stopped afterwards."""
-    if connection.vendor != "postgresql":
-        pytest.fail("The worker test needs PostgreSQL: set DATABASE_URL (the worker must reach the test database).")
+    require_postgresql("The worker test")
     log = tmp_path / "worker.log"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(),
         "REDIS_URL": redis_url,
         "CELERY_BROKER_URL": redis_url,
         "CELERY_TASK_ALWAYS_EAGER": "0",
