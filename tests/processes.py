@@ -17,6 +17,7 @@ import pytest
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
+APPLICATION = "config.asgi:application"
 
 
 def database_url() -> str:
@@ -62,7 +63,7 @@ def daphne_servers(count: int, *, env: dict[str, str], log_dir: Path) -> Iterato
             port = _free_port()
             log = log_dir / f"daphne-{number}.log"
             with log.open("w") as out:
-                command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"]
+                command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), APPLICATION]
                 process = subprocess.Popen(command, cwd=ROOT, env=base, stdout=out, stderr=subprocess.STDOUT)
             servers.append(Server(process, port, log))
         for server in servers:

@@ -24,6 +24,7 @@ from tests.turns import user_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
 @pytest.fixture
 def celery_worker(redis_url, transactional_db, tmp_path):
     """A Celery worker (one solo process) on this test's Redis and database; always stopped afterwards."""
