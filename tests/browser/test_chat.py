@@ -121,3 +121,50 @@ def test_a_reload_while_the_reply_is_written_shows_it_once_and_whole(asgi_live_s
     assert page.locator(".chat-user").count() == 1
     assert page.locator(".chat-assistant .chat-body").inner_text().strip() == stored.strip()
     assert resumed_mid_reply, "the reply ended before the page came back: nothing was caught up"
+
+
+def test_a_frame_lost_on_the_way_is_caught_up_by_the_page_without_a_reload(
+    asgi_live_server, demo, page_for, monkeypatch
+):
+    """The server thinks it sent a delta that never arrives: the next frame shows the page a hole in the seqs, and
+    the page asks for the frames after its last one at once, so its text never skips a piece."""
+    from chat.consumers import ChatConsumer
+
+    forward, replay = ChatConsumer._forward, ChatConsumer._replay
+    deltas, lost, catch_ups = [], [], []
+
+    async def lossy_forward(self, seq, body):
+        if '"type":"delta"' in body and seq > self.sent_seq:
+            deltas.append(seq)
+            if len(deltas) == 3 and not lost:
+                lost.append(seq)
+                self.sent_seq = seq  # "sent": lost between the server and the page
+                return
+        await forward(self, seq, body)
+
+    async def recording_replay(self, after_seq):
+        catch_ups.append(after_seq)
+        await replay(self, after_seq)
+
+    monkeypatch.setattr(ChatConsumer, "_forward", lossy_forward)
+    monkeypatch.setattr(ChatConsumer, "_replay", recording_replay)
+    with tenant_scope(demo):
+        agent = Agent.objects.get(name=AGENT_NAME)
+        conversation = conversation_start(agent=agent, user=get_user_model().objects.get(username="energy-admin"))
+    page = page_for("zh-CN")
+    log_in(page, base := asgi_live_server.url, "energy-admin")
+    page.goto(f"{base}/chat/{conversation.pk}/")
+    page.wait_for_function("() => !document.getElementById('chat-status').textContent")
+    page.evaluate(SAMPLER.replace("body.textContent.length", "body.textContent"))
+    page.fill("#chat-input", "你好")
+    page.press("#chat-input", "Enter")
+    page.wait_for_selector(".chat-assistant .chat-usage", timeout=20_000)
+    texts = page.evaluate("() => { clearInterval(window.__sampler); return window.__lengths; }")
+
+    assert lost, "no delta was dropped: the test did not inject its fault"
+    assert lost[0] - 1 in catch_ups[1:], catch_ups  # after the page's first catch_up (on open): one for the hole
+    with tenant_scope(demo):
+        stored = Message.objects.get(conversation=conversation, role="assistant").content
+    assert texts and all(stored.startswith(text) for text in texts), [t for t in texts if not stored.startswith(t)]
+    assert page.locator(".chat-assistant").count() == 1
+    assert page.locator(".chat-assistant .chat-body").inner_text().strip() == stored.strip()
