@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint format install browser-deps migrate messages worker
+.PHONY: run serve test lint format install browser-deps migrate messages worker
 
 $(INSTALLED): requirements.txt requirements-dev.txt requirements-nodeps.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,14 @@ migrate: install
 messages: install
 	DJANGO_DEBUG=1 $(BIN)/python manage.py makemessages -l zh_Hans --ignore=.venv --ignore=tests --ignore=bench --no-location
 	DJANGO_DEBUG=1 $(BIN)/python manage.py compilemessages --ignore=.venv
+
+# For real on one machine: WEB Daphne processes sharing PORT and WORKERS Celery workers (needs REDIS_URL;
+# docs/operations.md).
+WEB ?= 2
+WORKERS ?= 1
+serve: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python scripts/serve --web $(WEB) --workers $(WORKERS) --host $(HOST) --port $(PORT)
 
 # A Celery worker, for deployments with REDIS_URL set.
 worker: install
