@@ -22,11 +22,11 @@ from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from config.asgi import application as platform_application  # noqa: E402  (sets Django up)
-from django.conf import settings  # noqa: E402
-from django.db.backends.signals import connection_created  # noqa: E402
+from django.conf import settings
+from django.db.backends.signals import connection_created
 
-from core.conf import DEFAULTS, setting  # noqa: E402
+from config.asgi import application as platform_application
+from core.conf import DEFAULTS, setting
 
 STATS_PATH = "/_bench/stats"
 REPORTED_SETTINGS = (
