@@ -30,6 +30,9 @@ logger = logging.getLogger("chat.turns")
 # (in case the stop message was published while this process's bus was reconnecting).
 RENEW_SECONDS = 10.0
 
+# How long a new message waits for the conversation's previous turn to release its claim before it is "busy".
+CLAIM_GRACE_SECONDS = 0.5
+
 _tasks: set[asyncio.Task] = set()
 
 
@@ -149,7 +152,7 @@ async def submit_user_message(*, conversation: Conversation, client_id: str, con
     message, reply = await database_sync_to_async(_stored_with_client_id)(conversation, client_id)
     if message is not None:
         return await _duplicate(log, conversation, message, reply)
-    if await log.running_turn(conversation.pk) is not None:
+    if not await _claim_clears(log, conversation.pk):
         return Submission("busy")
     if not turn_gate().has_room():
         return Submission("overloaded")
@@ -168,6 +171,17 @@ async def submit_user_message(*, conversation: Conversation, client_id: str, con
     _tasks.add(task)  # the loop keeps only weak references to tasks
     task.add_done_callback(_tasks.discard)
     return Submission("started", message=message, frames=[echo])
+
+
+async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:
+    """True when no turn of the conversation runs, waiting up to CLAIM_GRACE_SECONDS: a turn sends `done` just
+    before it releases its claim, so a message sent the moment its reply ends must not be refused as busy."""
+    deadline = asyncio.get_running_loop().time() + CLAIM_GRACE_SECONDS
+    while await log.running_turn(conversation_id) is not None:
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 async def _duplicate(log: FrameLog, conversation: Conversation, message: Message, reply: Message | None) -> Submission:

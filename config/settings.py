@@ -109,10 +109,16 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Threads that run the database work of websockets and turns side by side on PostgreSQL (1: one thread); keep it
+# below DATABASE_POOL_MAX_SIZE so that page requests find a connection too.
+DATABASE_THREADS = env.int("DATABASE_THREADS", default=DEFAULTS["DATABASE_THREADS"])
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.bool("DATABASE_POOL", default=True):
     # Django's psycopg pool: a request, a websocket connect or a turn's database hop borrows an open connection and
     # gives it back when the hop ends (nothing is held across a model stream), instead of opening one per hop.
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # required with the pool: "closing" returns the connection to it
+    # The pool's own check of a connection at each checkout is a round trip per database hop; the pool already
+    # drops a connection returned broken, and a server restart surfaces as an error of one request.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_HEALTH_CHECKS", default=False)
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
         "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=10),

@@ -37,6 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "CHAT_MAX_TURNS": 200,
     "CHAT_TURN_QUEUE": 400,
     "CHAT_BUSY_RETRY_SECONDS": 10,
+    # Threads of a process that run database work of async code side by side on PostgreSQL (1: one thread).
+    "DATABASE_THREADS": 8,
     # Redis clients of the frame log: connections per process and event loop (a caller waits up to
     # REDIS_POOL_TIMEOUT seconds for a free one), and the timeout of a command and of a connect.
     "REDIS_MAX_CONNECTIONS": 50,

@@ -1,24 +1,67 @@
 """How a chat request reaches a model: one transport per provider kind, chosen from a registry.
 
-A transport opens a streamed chat completion and yields `ChatCompletionChunk`s; the gateway (llm.client) does
-the rest (retries, assembly, usage, records) the same way for all of them.
+A transport opens a streamed chat completion and yields its chunks as `Chunk`s (attribute access over the decoded
+JSON, fields of OpenAI's `ChatCompletionChunk`); the gateway (llm.client) does the rest (retries, assembly, usage,
+records) the same way for all of them.
+
+Why not the SDK's `ChatCompletionChunk` objects: validating each token's chunk into pydantic models cost more CPU
+than everything else a streamed token does in the platform (profiled under load, docs/operations.md). The request,
+its errors and its HTTP client are still the openai SDK's; only the stream's lines are decoded here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import openai
-from openai.types.chat import ChatCompletionChunk
 
 from llm.script import ErrorPlan, ScriptEngine
 
 # Ollama and vLLM accept any key; the SDK insists on one, so keyless providers send this placeholder.
 KEYLESS_PLACEHOLDER = "not-needed"
+
+
+class Chunk:
+    """A decoded JSON object read by attribute, as the SDK's models are: a missing field is None, objects inside
+    are Chunks, lists of objects lists of Chunks."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        value = self._data.get(name)
+        if isinstance(value, dict):
+            return Chunk(value)
+        if isinstance(value, list):
+            return [Chunk(item) if isinstance(item, dict) else item for item in value]
+        return value
+
+    def __repr__(self) -> str:
+        return f"Chunk({self._data!r})"
+
+
+async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The `data` of each server-sent event (multi-line data joined with newlines), up to `[DONE]`."""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                payload = "\n".join(data)
+                data = []
+                if payload == "[DONE]":
+                    return
+                yield payload
+        elif line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
+    if data and "\n".join(data) != "[DONE]":
+        yield "\n".join(data)
 
 
 @dataclass(frozen=True)
@@ -38,7 +81,7 @@ class Transport:
 
     kind: ClassVar[str]
 
-    def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[ChatCompletionChunk]:
+    def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[Chunk]:
         """Send the request and yield its chunks; raise the SDK's errors (or LLMError) when it fails."""
         raise NotImplementedError
 
@@ -74,15 +117,19 @@ class OpenAICompatibleTransport(Transport):
             per_loop[key] = client
         return client
 
-    async def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[ChatCompletionChunk]:
-        stream = await self.client(connection).chat.completions.create(
-            **params, stream=True, stream_options={"include_usage": True}
-        )
-        try:
-            async for chunk in stream:
-                yield chunk
-        finally:
-            await stream.close()
+    async def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[Chunk]:
+        completions = self.client(connection).chat.completions.with_streaming_response
+        # The SDK sends the request and raises its errors for an error status; the body's lines are read here.
+        async with completions.create(**params, stream=True, stream_options={"include_usage": True}) as response:
+            async for payload in sse_data(response.iter_lines()):
+                data = json.loads(payload)
+                if isinstance(data, dict) and data.get("error"):  # an error sent inside the stream, as the SDK reads it
+                    error = data["error"]
+                    message = error.get("message") if isinstance(error, dict) else str(error)
+                    raise openai.APIError(
+                        message or "An error occurred during streaming", response.http_request, body=error
+                    )
+                yield Chunk(data)
 
     async def embed(
         self, connection: Connection, model: str, inputs: list[str]
@@ -108,7 +155,7 @@ class ScriptedTransport(Transport):
             self._engine = demo_engine()
         return self._engine
 
-    async def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[ChatCompletionChunk]:
+    async def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[Chunk]:
         from llm.errors import PROVIDER_TIMEOUT, LLMError, code_for_status
 
         plan = self.engine.plan({**params, "stream": True, "stream_options": {"include_usage": True}})
@@ -126,7 +173,7 @@ class ScriptedTransport(Transport):
             await asyncio.sleep(connection.timeout)
             raise LLMError(PROVIDER_TIMEOUT, detail="scripted stall")
         async for chunk in plan.stream():
-            yield ChatCompletionChunk.model_validate(chunk)
+            yield Chunk(chunk)
 
     async def embed(
         self, connection: Connection, model: str, inputs: list[str]

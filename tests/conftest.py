@@ -44,6 +44,26 @@ def pytest_sessionstart(session) -> None:
         pytest.exit("REQUIRE_SERVICES=1 but " + "; ".join(problems), returncode=3)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_database_pools(django_db_setup, django_db_blocker):
+    """Give every thread's connection back and close the pool before the test database is dropped (PostgreSQL
+    refuses to drop a database with open sessions): this thread's, and asgiref's single thread's, where Channels'
+    middleware reads sessions and users."""
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    def close_all() -> None:
+        for connection in connections.all(initialized_only=True):
+            connection.close()
+
+    with django_db_blocker.unblock():
+        SyncToAsync.single_thread_executor.submit(close_all).result(timeout=10)
+        close_all()
+        if getattr(connections["default"], "pool", None) is not None:
+            connections["default"].close_pool()
+
+
 @pytest.fixture
 def redis_url() -> str:
     """The Redis of this machine; a test that needs it fails in CI when it is missing, and skips elsewhere."""

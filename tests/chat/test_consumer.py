@@ -214,7 +214,7 @@ async def test_stop_from_another_socket_stores_a_partial_reply(member, tenant, c
 
 
 async def test_a_second_message_while_a_turn_runs_is_refused_as_busy(member, tenant, conversation, scripted_llm):
-    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 40, "delay": 0.01}})
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 200, "delay": 0.01}})  # longer than the grace
     socket = await _connect(member, tenant, conversation.pk)
     await socket.send_json_to(_send("first"))
     await socket.send_json_to(_send("second", "c-second"))
@@ -226,6 +226,28 @@ async def test_a_second_message_while_a_turn_runs_is_refused_as_busy(member, ten
     assert [(f["code"], f["client_id"]) for f in busy] == [("busy", "c-second")]
     messages = await database_sync_to_async(_messages)(tenant, conversation)
     assert [m.content for m in messages if m.role == "user"] == ["first"]
+
+
+async def test_a_message_sent_as_the_reply_ends_is_not_refused(member, tenant, conversation, scripted_llm, monkeypatch):
+    """`done` reaches the page just before the turn releases its claim (later still on a loaded process, as here):
+    the next message waits for the release instead of being refused as busy."""
+    log = streams.get_frame_log()
+    release = log.release_turn
+
+    async def late_release(conversation_id, turn_id):
+        await asyncio.sleep(0.2)
+        await release(conversation_id, turn_id)
+
+    monkeypatch.setattr(log, "release_turn", late_release)
+    socket = await _connect(member, tenant, conversation.pk)
+    for n in range(5):
+        await socket.send_json_to(_send(f"message {n}"))
+        frames = await _frames_until(socket)
+        assert not [f for f in frames if f["type"] == "error"], frames
+    await turns.wait_turns()
+    await socket.disconnect()
+    messages = await database_sync_to_async(_messages)(tenant, conversation)
+    assert [m.role for m in messages] == ["user", "assistant"] * 5
 
 
 async def test_frames_and_the_stop_flag_live_in_redis(redis_url, member, tenant, conversation, scripted_llm):
