@@ -35,8 +35,9 @@ class AgentAdmin(TenantOwnedAdmin):
     search_fields = ["name", "description"]
     inlines = [AgentVersionInline]
     actions = ["publish"]
+    readonly_fields = ["slug"]
     fieldsets = [
-        (None, {"fields": ["tenant", "name", "description", "kind", "active"]}),
+        (None, {"fields": ["tenant", "name", "slug", "description", "kind", "active"]}),
         (_("Model"), {"fields": ["system_prompt", "provider", "model", "temperature"]}),
         (_("Tools and knowledge"), {"fields": ["tools", "knowledge_bases"]}),
         (

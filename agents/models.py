@@ -8,14 +8,31 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils.text import slugify
 from django.utils.translation import gettext_lazy as _
 
 from memory.overflow import STRATEGY_NONE, OverflowConfig, OverflowConfigError
 from tenants.models import TenantOwned
+from tenants.scope import current_tenant
 
 
 def default_overflow_config() -> dict[str, Any]:
     return {"strategy": STRATEGY_NONE}
+
+
+def agent_slug(*, tenant_id: int | None, name: str, exclude_pk: int | None = None) -> str:
+    """A slug for an agent called `name`, free in its tenant: the name slugified (Chinese kept), then -2, -3..."""
+    base = slugify(name, allow_unicode=True)[:120] or "agent"
+    taken = set(
+        Agent._base_manager.filter(tenant_id=tenant_id, slug__startswith=base)
+        .exclude(pk=exclude_pk)
+        .values_list("slug", flat=True)
+    )
+    slug, n = base, 1
+    while slug in taken:
+        n += 1
+        slug = f"{base}-{n}"
+    return slug
 
 
 class AgentKind(models.TextChoices):
@@ -42,6 +59,16 @@ class Agent(TenantOwned):
     """An agent's draft configuration; conversations use its latest published version, else this draft."""
 
     name = models.CharField(_("name"), max_length=120)
+    slug = models.SlugField(
+        _("API name"),
+        max_length=140,
+        allow_unicode=True,
+        blank=True,
+        help_text=_(
+            "The name programs use for this agent (the `model` of the OpenAI-compatible API); made from the name "
+            "when the agent is created and kept when it is renamed."
+        ),
+    )
     description = models.TextField(
         _("description"), blank=True, help_text=_("What the agent is good at; the planner reads it to pick agents.")
     )
@@ -89,10 +116,20 @@ class Agent(TenantOwned):
         ordering = ["name"]
         verbose_name = _("agent")
         verbose_name_plural = _("agents")
-        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="agents_agent_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="agents_agent_unique_name"),
+            models.UniqueConstraint(
+                fields=["tenant", "slug"], condition=~models.Q(slug=""), name="agents_agent_unique_slug"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.slug:
+            self.slug = agent_slug(tenant_id=self.tenant_id or getattr(current_tenant(), "pk", None), name=self.name)
+        super().save(*args, **kwargs)
 
     def clean(self) -> None:
         super().clean()

@@ -1,9 +1,11 @@
-"""Sinks that need no surface: one that keeps every frame (the API's blocking answers, tests) and one that drops
-them (work nobody watches). The chat websocket's sink is chat.sinks.ChannelSink."""
+"""Sinks that need no surface: one that keeps every frame (the API's blocking answers, tests), one that drops them
+(work nobody watches), one that hands them to a reader (the API's streamed answers) and one that sends each frame
+to two sinks. The chat websocket's sink is chat.sinks.ChannelSink."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, Protocol
 
 from agents import frames
 
@@ -36,3 +38,31 @@ class NullSink:
 
     async def emit(self, frame: frames.Frame) -> dict[str, Any]:
         return frame.as_dict()
+
+
+class _Emits(Protocol):
+    async def emit(self, frame: frames.Frame) -> dict[str, Any]: ...
+
+
+class QueueSink:
+    """Puts every frame on an asyncio queue for a reader in the same event loop (a streamed HTTP answer)."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[frames.Frame] = asyncio.Queue()
+
+    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+        self.queue.put_nowait(frame)
+        return frame.as_dict()
+
+
+class TeeSink:
+    """Sends each frame to `first` (whose answer it returns: the frame log's seq) and then to `second`."""
+
+    def __init__(self, first: _Emits, second: _Emits) -> None:
+        self.first = first
+        self.second = second
+
+    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+        delivered = await self.first.emit(frame)
+        await self.second.emit(frame)
+        return delivered

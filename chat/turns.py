@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents import frames
-from agents.runtime import run_turn
+from agents.runtime import Sink, TurnResult, run_turn
+from agents.sinks import TeeSink
 from chat.bus import hub_for
 from chat.sinks import ChannelSink
 from chat.streams import FrameLog, get_frame_log
@@ -117,6 +118,8 @@ class Submission:
     message: Message | None = None
     reply: Message | None = None
     frames: list[dict[str, Any]] = field(default_factory=list)
+    # A started turn's task (its result is the TurnResult, None if the turn broke); callers may await it.
+    task: asyncio.Task | None = None
 
 
 def _stored_with_client_id(conversation: Conversation, client_id: str) -> tuple[Message | None, Message | None]:
@@ -145,9 +148,12 @@ def _turn_frames(frames: list[dict[str, Any]], message_id: int) -> list[dict[str
     return frames[start:end]
 
 
-async def submit_user_message(*, conversation: Conversation, client_id: str, content: str) -> Submission:
+async def submit_user_message(
+    *, conversation: Conversation, client_id: str, content: str, also: Sink | None = None
+) -> Submission:
     """Store the message and start its turn, unless its client_id was stored already (nothing runs again) or
-    another turn of the conversation is running (busy: nothing is stored)."""
+    another turn of the conversation is running (busy: nothing is stored). The turn's frames go to the frame log
+    (every open page sees them) and, when given, to `also` (the API's answer)."""
     log = get_frame_log()
     message, reply = await database_sync_to_async(_stored_with_client_id)(conversation, client_id)
     if message is not None:
@@ -165,12 +171,13 @@ async def submit_user_message(*, conversation: Conversation, client_id: str, con
         if running == message.pk:
             return await _duplicate(log, conversation, message, None)
         return Submission("busy", message=message)
-    sink = ChannelSink(conversation.pk, log)
-    echo = await sink.emit(frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content))
+    channel = ChannelSink(conversation.pk, log)
+    echo = await channel.emit(frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content))
+    sink = channel if also is None else TeeSink(channel, also)
     task = asyncio.get_running_loop().create_task(_run(log, conversation, message, sink))
     _tasks.add(task)  # the loop keeps only weak references to tasks
     task.add_done_callback(_tasks.discard)
-    return Submission("started", message=message, frames=[echo])
+    return Submission("started", message=message, frames=[echo], task=task)
 
 
 async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:
@@ -212,20 +219,21 @@ async def _watch_stop(log: FrameLog, conversation_id: int, turn_id: int, stop: a
         cancel()
 
 
-async def _run(log: FrameLog, conversation: Conversation, message: Message, sink: ChannelSink) -> None:
+async def _run(log: FrameLog, conversation: Conversation, message: Message, sink: Sink) -> TurnResult | None:
     stop = asyncio.Event()
     gate = turn_gate()
     watcher = asyncio.get_running_loop().create_task(_watch_stop(log, conversation.pk, message.pk, stop))
     try:
         await gate.acquire(conversation.tenant_id)
         try:
-            await run_turn(conversation=conversation, user_message=message, sink=sink, stop=stop)
+            return await run_turn(conversation=conversation, user_message=message, sink=sink, stop=stop)
         finally:
             gate.release()
     except asyncio.CancelledError:
         raise
     except Exception:
         logger.exception("chat turn failed conversation=%s message=%s", conversation.pk, message.pk)
+        return None
     finally:
         watcher.cancel()
         await asyncio.shield(log.release_turn(conversation.pk, message.pk))

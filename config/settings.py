@@ -60,6 +60,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "tenants",
     "llm",
@@ -70,11 +72,12 @@ INSTALLED_APPS = [
     "agents.packs.restaurant",
     "agents.packs.energy",
     "chat",
+    "api",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "config.middleware.StaticFilesMiddleware",  # WhiteNoise, async-capable
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -212,9 +215,31 @@ STORAGES = {
 # Without collectstatic (development, tests), WhiteNoise serves files straight from the finders.
 WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=DEBUG)
 
+# The REST API (/api/v1/) and the OpenAI-compatible endpoint (/v1/): requests per API key (DRF's rate format,
+# e.g. "600/min"), counted in the cache (Redis when REDIS_URL is set).
+API_KEY_RATE = env.str("API_KEY_RATE", default="600/min")
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.ApiKeyRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api_key": API_KEY_RATE},
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.rest.api_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agent platform API",
+    "DESCRIPTION": "Agents and conversations of one tenant. Authenticate with a tenant API key: "
+    "`Authorization: Bearer ak-…` (the tenant's API keys page).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 if not DEBUG:

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from api import openai_compat
 from config.health import healthz
 
 urlpatterns = [
@@ -14,5 +15,9 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("plans/", include("plans.urls")),
     path("knowledge/", include("knowledge.urls")),
+    path("api/", include("api.urls")),
+    # The OpenAI-compatible endpoint: base URL <site>/v1 for the openai SDK and its kin.
+    path("v1/models", openai_compat.models, name="openai-models"),
+    path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),
     path("", include("tenants.urls")),
 ]

@@ -124,6 +124,32 @@ def message_add(
     return message
 
 
+def messages_import(*, conversation: Conversation, messages: Sequence[tuple[str, str]]) -> list[Message]:
+    """Store a history a client brought (the OpenAI-compatible API's `messages`), oldest first, as active messages:
+    one insert and one context update however long it is. `messages` are (role, content) pairs."""
+    model = conversation.model or "gpt-4"
+    rows = [
+        Message(
+            tenant_id=conversation.tenant_id,
+            conversation=conversation,
+            role=role,
+            content=content,
+            token_count=overflow.message_tokens(role, content, None, None, model),
+        )
+        for role, content in messages
+    ]
+    if not rows:
+        return []
+    with transaction.atomic():
+        stored = Message.objects.bulk_create(rows)
+        if any(message.pk is None for message in stored):  # a database that does not return ids (none of ours)
+            stored = list(Message.objects.filter(conversation=conversation).order_by("id"))[-len(rows) :]
+        context = ConversationContext.objects.select_for_update().get(conversation=conversation)
+        context.active_messages = [*context.active_messages, *(message.pk for message in stored)]
+        context.save(update_fields=["active_messages", "updated_at"])
+    return stored
+
+
 def assistant_message_finish(
     *,
     conversation: Conversation,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
@@ -17,13 +19,33 @@ SESSION_KEY = "active_tenant_id"
 class TenantScopeMiddleware:
     """Sets request.tenant and request.membership from the session and runs the view inside that tenant's scope.
 
-    A platform superuser in the admin sees every tenant (the admin shows a tenant column and filter).
+    A platform superuser in the admin sees every tenant (the admin shows a tenant column and filter). Works in both
+    modes: under ASGI an async view (the API's streamed answers) runs on the event loop without a thread hop; the
+    session and membership are read in one hop to the database thread.
     """
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    sync_capable = True
+    async_capable = True
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self.__acall__(request)
+        with self._resolve(request):
+            return self.get_response(request)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        scope = await sync_to_async(self._resolve)(request)
+        with scope:
+            return await self.get_response(request)
+
+    def _resolve(self, request: HttpRequest) -> contextlib.AbstractContextManager:
+        """Set request.tenant and request.membership; return the scope to run the view in."""
         tenant, membership = resolve_membership(user=request.user, tenant_id=request.session.get(SESSION_KEY))
         request.tenant = tenant
         request.membership = membership
@@ -35,10 +57,7 @@ class TenantScopeMiddleware:
             and request.user.is_superuser
             and request.path.startswith(reverse("admin:index"))
         ):
-            scope = all_tenants(reason="platform superuser in the admin")
-        elif tenant is not None:
-            scope = tenant_scope(tenant)
-        else:
-            scope = contextlib.nullcontext()
-        with scope:
-            return self.get_response(request)
+            return all_tenants(reason="platform superuser in the admin")
+        if tenant is not None:
+            return tenant_scope(tenant)
+        return contextlib.nullcontext()

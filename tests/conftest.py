@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 from django.conf import settings
@@ -175,3 +176,30 @@ def _fresh_search_caches():
 
     retrieval.clear_caches()
     yield
+
+
+@pytest.fixture(scope="session")
+def _asgi_server(django_db_setup, django_db_blocker):
+    # Importing daphne.server installs Twisted's asyncio reactor: before anything imports twisted.internet.reactor.
+    import daphne.server  # noqa: F401
+
+    from tests.live import AsgiLiveServer
+
+    server = AsgiLiveServer()
+    with django_db_blocker.unblock():
+        server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def asgi_live_server(_asgi_server, transactional_db, settings):
+    """Like pytest-django's `live_server`, but ASGI: websockets are served (pytest-django's server is WSGI only).
+
+    Daphne runs in a thread of this process, so it shares the test database (SQLite in memory included) and the
+    in-memory channel layer. Twisted's reactor cannot restart, so one server lives for the whole session.
+    """
+    # A fresh chat frame log in Redis for each test: a recreated test database reuses conversation ids, and an
+    # earlier run's frames or running-turn claim for the same id must not leak in.
+    settings.CHAT_STREAM_PREFIX = f"chat-test-{uuid.uuid4().hex[:12]}"
+    return _asgi_server

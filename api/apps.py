@@ -1,0 +1,25 @@
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class ApiConfig(AppConfig):
+    name = "api"
+    verbose_name = _("API")
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from tenants.access import may_administer
+        from tenants.navigation import HomeCard, register_card
+
+        register_card(
+            HomeCard(
+                key="api",
+                title=_("API keys"),
+                description=_("Keys for programs: the REST API and the OpenAI-compatible endpoint onto each agent."),
+                url_name="api:keys",
+                order=800,
+                visible=lambda request: (
+                    request.tenant is not None and may_administer(user=request.user, membership=request.membership)
+                ),
+            )
+        )

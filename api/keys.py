@@ -1,0 +1,161 @@
+"""Making, checking and revoking API keys. The secret leaves this module once, from key_create()."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from agents.models import Agent
+from api.models import ApiKey, KeyScope
+from tenants.models import Membership, Role, Tenant
+from tenants.scope import all_tenants
+
+KEY_START = "ak-"
+# last_used_at is written at most this often per key (not once per request).
+LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
+
+
+def hash_secret(secret: str) -> str:
+    """The stored form of a key: its SHA-256. Keys are 40+ random characters, so a fast hash is what fits."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def key_create(
+    *,
+    tenant: Tenant,
+    user: AbstractBaseUser,
+    name: str,
+    scopes: Iterable[str] = (KeyScope.READ, KeyScope.CHAT),
+    agents: Iterable[Agent] = (),
+    expires_at: dt.datetime | None = None,
+) -> tuple[ApiKey, str]:
+    """A new key and its secret (`ak-<prefix>.<secret>`), which is never stored and cannot be shown again."""
+    scopes = sorted({str(scope) for scope in scopes})
+    unknown = set(scopes) - set(KeyScope.values)
+    if not scopes or unknown:
+        raise ValidationError(
+            {"scopes": _("Choose at least one of: %(scopes)s.") % {"scopes": ", ".join(KeyScope.values)}}
+        )
+    agents = list(agents)
+    if any(agent.tenant_id != tenant.pk for agent in agents):
+        raise ValidationError({"agents": _("Choose agents of this tenant.")})
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationError({"expires_at": _("Choose a time in the future.")})
+    prefix = KEY_START + secrets.token_hex(5)
+    secret = f"{prefix}.{secrets.token_urlsafe(32)}"
+    key = ApiKey(
+        tenant=tenant,
+        user=user,
+        name=name.strip(),
+        prefix=prefix,
+        secret_hash=hash_secret(secret),
+        scopes=scopes,
+        expires_at=expires_at,
+    )
+    key.full_clean(exclude=["prefix", "secret_hash"])
+    with transaction.atomic():
+        key.save()
+        key.agents.set(agents)
+    return key, secret
+
+
+def key_revoke(*, key: ApiKey) -> ApiKey:
+    """Refuse the key from now on (it stays listed, marked revoked)."""
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+    return key
+
+
+class KeyRefused(Exception):
+    """A request's key is missing, wrong, revoked, expired or lacks a scope. `status` is the HTTP status."""
+
+    def __init__(self, code: str, message: str, status: int = 401) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class KeyAccess:
+    """What a request with a valid key may do: act as `user` (with `membership`) in `tenant`, within the key."""
+
+    key: ApiKey
+    tenant: Tenant
+    user: Any
+    membership: Membership
+
+    def require(self, *scopes: str) -> None:
+        """Refuse unless the key has one of `scopes`."""
+        if scopes and not any(self.key.has_scope(scope) for scope in scopes):
+            raise KeyRefused(
+                "insufficient_scope",
+                _("This API key does not have the “%(scope)s” scope.") % {"scope": " / ".join(scopes)},
+                status=403,
+            )
+
+    def agents(self) -> QuerySet[Agent]:
+        """The agents the key reaches: published, active, and the key's own choice when it made one. Run in the
+        key's tenant scope."""
+        agents = Agent.objects.filter(active=True, versions__isnull=False).distinct()
+        if self.key.agents.exists():
+            agents = agents.filter(pk__in=self.key.agents.values("pk"))
+        return agents
+
+
+def bearer_secret(authorization: str | None) -> str | None:
+    """The key in an `Authorization: Bearer <key>` header, or None."""
+    if not authorization:
+        return None
+    kind, _sep, value = authorization.strip().partition(" ")
+    if kind.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+def looks_like_key(secret: str | None) -> bool:
+    return bool(secret) and secret.startswith(KEY_START) and "." in secret
+
+
+def authenticate_key(secret: str | None) -> KeyAccess:
+    """The access a key grants, or KeyRefused. The key is found by its prefix across tenants (the one place the
+    tenant is not yet known), then compared in constant time."""
+    if not secret:
+        raise KeyRefused("missing_api_key", _("Send an API key: Authorization: Bearer <key>."))
+    if not looks_like_key(secret):
+        raise KeyRefused("invalid_api_key", _("This API key is not valid."))
+    prefix = secret.partition(".")[0]
+    with all_tenants(reason="finding an API key by its prefix, before its tenant is known"):
+        key = ApiKey.objects.select_related("tenant", "user").filter(prefix=prefix).first()
+    if key is None or not hmac.compare_digest(key.secret_hash, hash_secret(secret)):
+        raise KeyRefused("invalid_api_key", _("This API key is not valid."))
+    if key.revoked_at is not None:
+        raise KeyRefused("revoked_api_key", _("This API key was revoked."))
+    now = timezone.now()
+    if key.expires_at is not None and key.expires_at <= now:
+        raise KeyRefused("expired_api_key", _("This API key has expired."))
+    if not key.tenant.active or not key.user.is_active:
+        raise KeyRefused("inactive_tenant", _("The tenant or the member this key acts as is no longer active."))
+    membership = Membership.objects.filter(user=key.user, tenant=key.tenant).first()
+    if membership is None:
+        if not key.user.is_superuser:
+            raise KeyRefused("member_left", _("The member this key acts as has left the tenant."))
+        membership = Membership(user=key.user, tenant=key.tenant, role=Role.OWNER)
+    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
+        ApiKey._base_manager.filter(pk=key.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_RESOLUTION)
+        ).update(last_used_at=now)
+    return KeyAccess(key=key, tenant=key.tenant, user=key.user, membership=membership)

@@ -1,0 +1,251 @@
+"""The REST API under /api/v1/ (R1), with Django REST framework: agents and conversations so far.
+
+Sessions (the pages' own use) and API keys both work; a key acts as its member within its scopes and agents. Every
+queryset goes through the tenant-scoped managers, so another tenant's id is a 404 like a missing one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.db.models import Max, QuerySet
+from django.utils.translation import gettext as _
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from agents.models import Agent
+from agents.runtime import TurnStatus
+from agents.services import agent_publish, conversation_start
+from api.authentication import HasScope, TenantScopedApiView, administers, key_access
+from api.models import KeyScope
+from chat import turns
+from llm import errors
+from memory.models import Conversation, Message
+from memory.selectors import access_conversation
+
+MAX_CONTENT_CHARS = 20_000
+
+
+class Pages(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Every error in one shape: {"error": {"code", "message", "fields"?}} (messages in the request's language)."""
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    detail = response.data
+    if isinstance(exc, exceptions.ValidationError) and isinstance(detail, dict):
+        body = {"code": "invalid", "message": _("Some fields are not valid."), "fields": detail}
+    elif isinstance(exc, exceptions.ValidationError):
+        messages = detail if isinstance(detail, list) else [detail]
+        body = {"code": "invalid", "message": " ".join(str(m) for m in messages)}
+    else:
+        code = getattr(getattr(exc, "detail", None), "code", None) or getattr(exc, "default_code", "error")
+        message = detail.get("detail", detail) if isinstance(detail, dict) else detail
+        body = {"code": str(code), "message": str(message)}
+    response.data = {"error": body}
+    return response
+
+
+class ApiKeySchema(OpenApiAuthenticationExtension):
+    target_class = "api.authentication.ApiKeyAuthentication"
+    name = "ApiKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {"type": "http", "scheme": "bearer", "description": _("A tenant API key: ak-….")}
+
+
+class ApiViewSet(TenantScopedApiView, viewsets.GenericViewSet):
+    permission_classes = [HasScope]
+    pagination_class = Pages
+
+
+# --- agents -----------------------------------------------------------------------------------------------------
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    published_version = serializers.IntegerField(source="published_number", read_only=True, allow_null=True)
+
+    class Meta:
+        model = Agent
+        fields = ["id", "slug", "name", "description", "kind", "active", "model", "temperature", "tools",
+                  "published_version", "created_at", "updated_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class VersionSerializer(serializers.Serializer):
+    agent = serializers.IntegerField()
+    number = serializers.IntegerField()
+
+
+def _agents_for(request: Request) -> QuerySet[Agent]:
+    agents = Agent.objects.annotate(published_number=Max("versions__number")).order_by("name")
+    access = key_access(request)
+    if access is not None:
+        agents = agents.filter(pk__in=access.agents().values("pk"))
+    return agents
+
+
+class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
+    """The tenant's agents (a key sees its published agents)."""
+
+    serializer_class = AgentSerializer
+
+    def get_queryset(self) -> QuerySet[Agent]:
+        agents = _agents_for(self.request)
+        kind = self.request.query_params.get("kind")
+        return agents.filter(kind=kind) if kind else agents
+
+    @extend_schema(request=None, responses={201: VersionSerializer})
+    @action(detail=True, methods=["post"])
+    def publish(self, request: Request, pk: str | None = None) -> Response:
+        """Freeze the draft as the next version (owners and admins)."""
+        agent = self.get_object()
+        if not administers(request):
+            raise exceptions.PermissionDenied(_("Only the tenant's owners and admins publish agents."))
+        version = agent_publish(agent=agent, user=request.user)
+        return Response({"agent": version.agent_id, "number": version.number}, status=status.HTTP_201_CREATED)
+
+
+# --- conversations and messages -------------------------------------------------------------------------------
+
+
+class ConversationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Conversation
+        fields = ["id", "agent", "title", "model", "created_at", "updated_at"]
+        read_only_fields = ["id", "title", "model", "created_at", "updated_at"]
+
+
+class ConversationCreateSerializer(serializers.Serializer):
+    agent = serializers.IntegerField(help_text="The agent's id (GET /api/v1/agents/).")
+    title = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Message
+        fields = ["id", "role", "content", "status", "error_code", "client_id", "usage", "created_at"]
+        read_only_fields = fields
+
+
+class SendSerializer(serializers.Serializer):
+    content = serializers.CharField(max_length=MAX_CONTENT_CHARS, trim_whitespace=False)
+    client_id = serializers.CharField(
+        required=False, max_length=100,
+        help_text="Sending again with the same client_id returns the first answer; the turn runs once.",
+    )  # fmt: skip
+
+    def validate_content(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError(_("Write a message first."))
+        return value
+
+
+class TurnSerializer(serializers.Serializer):
+    status = serializers.CharField()
+    message = MessageSerializer()
+    reply = MessageSerializer(allow_null=True)
+    duplicate = serializers.BooleanField()
+
+
+class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
+    """Conversations the caller may open: their own (a tenant's owners and admins: all), not plan steps'."""
+
+    serializer_class = ConversationSerializer
+    write_scopes = {"create": KeyScope.CHAT, "messages": KeyScope.CHAT}
+
+    def get_queryset(self) -> QuerySet[Conversation]:
+        conversations = Conversation.objects.filter(parent__isnull=True).order_by("-updated_at", "-id")
+        if not administers(self.request):
+            conversations = conversations.filter(user_id=self.request.user.pk)
+        access = key_access(self.request)
+        if access is not None:
+            conversations = conversations.filter(agent__in=access.agents().values("pk"))
+        agent = self.request.query_params.get("agent")
+        if agent:
+            if not agent.isdigit():
+                raise exceptions.ValidationError({"agent": [_("Give an agent id.")]})
+            conversations = conversations.filter(agent_id=int(agent))
+        return conversations
+
+    def get_object(self) -> Conversation:
+        try:
+            conversation = access_conversation(
+                conversation_id=int(self.kwargs["pk"]), user=self.request.user, membership=self.request.membership
+            )
+        except (Conversation.DoesNotExist, ValueError):
+            raise exceptions.NotFound(_("No such conversation.")) from None
+        access = key_access(self.request)
+        if conversation.parent_id is not None or (
+            access is not None and not access.agents().filter(pk=conversation.agent_id).exists()
+        ):
+            raise exceptions.NotFound(_("No such conversation."))
+        return conversation
+
+    @extend_schema(request=ConversationCreateSerializer, responses={201: ConversationSerializer})
+    def create(self, request: Request) -> Response:
+        """Start a conversation with an agent (its published version)."""
+        data = ConversationCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        agent = _agents_for(request).filter(pk=data.validated_data["agent"]).first()
+        if agent is None:
+            raise exceptions.ValidationError({"agent": [_("No such agent for this caller.")]})
+        conversation = conversation_start(agent=agent, user=request.user, title=data.validated_data.get("title", ""))
+        return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(methods=["GET"], responses={200: MessageSerializer(many=True)})
+    @extend_schema(methods=["POST"], request=SendSerializer, responses={200: TurnSerializer})
+    @action(detail=True, methods=["get", "post"])
+    def messages(self, request: Request, pk: str | None = None) -> Response:
+        """GET: the stored messages, oldest first. POST: send a message and wait for the reply (blocking)."""
+        conversation = self.get_object()
+        if request.method == "GET":
+            page = self.paginate_queryset(Message.objects.filter(conversation=conversation).order_by("id"))
+            return self.get_paginated_response(MessageSerializer(page, many=True).data)
+        data = SendSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        client_id = data.validated_data.get("client_id") or f"api-{uuid.uuid4().hex}"
+        return self._send(conversation, client_id, data.validated_data["content"])
+
+    def _send(self, conversation: Conversation, client_id: str, content: str) -> Response:
+        async def turn() -> tuple[turns.Submission, Any]:
+            submission = await turns.submit_user_message(
+                conversation=conversation, client_id=client_id, content=content
+            )
+            result = await submission.task if submission.task is not None else None
+            return submission, result
+
+        submission, result = async_to_sync(turn)()
+        if submission.outcome == "busy":
+            return _error(409, "conversation_busy", _("Another reply of this conversation is being written."))
+        if submission.outcome == "overloaded":
+            return _error(503, "overloaded", _("The platform is busy. Retry in a few seconds."))
+        reply = result.message if result is not None else submission.reply
+        body = {
+            "status": str(result.status) if result is not None else "duplicate",
+            "message": MessageSerializer(submission.message).data,
+            "reply": MessageSerializer(reply).data if reply is not None else None,
+            "duplicate": submission.outcome == "duplicate",
+        }
+        if result is not None and result.status == TurnStatus.FAILED:
+            code = result.error_code or errors.PROVIDER_ERROR
+            body["error"] = {"code": code, "message": errors.message_for(code)}
+            return Response(body, status=status.HTTP_502_BAD_GATEWAY)
+        return Response(body)
+
+
+def _error(status_code: int, code: str, message: str) -> Response:
+    return Response({"error": {"code": code, "message": message}}, status=status_code)

@@ -1,0 +1,31 @@
+"""One rate limit per API key (API_KEY_RATE, e.g. "600/min"), kept in the cache (Redis when REDIS_URL is set), for
+the REST API (a DRF throttle) and the OpenAI-compatible endpoint alike."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from rest_framework.throttling import SimpleRateThrottle
+
+from api.keys import KeyAccess
+
+
+class ApiKeyRateThrottle(SimpleRateThrottle):
+    """Requests per key; session requests (the pages' own use) are not counted here."""
+
+    scope = "api_key"
+
+    def get_cache_key(self, request: Any, view: Any) -> str | None:
+        access = getattr(request, "auth", None)
+        if not isinstance(access, KeyAccess):
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": access.key.pk}
+
+
+def throttle_wait(access: KeyAccess) -> float | None:
+    """None when the key may make another request now, else the seconds to wait (the answer's Retry-After)."""
+    throttle = ApiKeyRateThrottle()
+    if throttle.allow_request(SimpleNamespace(auth=access), None):
+        return None
+    return max(throttle.wait() or 1.0, 1.0)

@@ -1,0 +1,20 @@
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from api import rest, views
+
+app_name = "api"
+
+router = DefaultRouter()
+router.register("agents", rest.AgentViewSet, basename="agent")
+router.register("conversations", rest.ConversationViewSet, basename="conversation")
+
+urlpatterns = [
+    path("keys/", views.key_list, name="keys"),
+    path("keys/<int:key_id>/revoke/", views.key_revoke_view, name="revoke"),
+    path("v1/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("v1/docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="swagger"),
+    path("v1/redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+    path("v1/", include(router.urls)),
+]
