@@ -76,6 +76,8 @@ class ApiViewSet(TenantScopedApiView, viewsets.GenericViewSet):
 
 
 class AgentSerializer(serializers.ModelSerializer):
+    # A plain string: the slug keeps Chinese letters, which the schema's ASCII `\w` pattern would refuse.
+    slug = serializers.CharField(read_only=True, help_text="The agent's API name: the `model` of /v1/chat/completions.")
     published_version = serializers.IntegerField(source="published_number", read_only=True, allow_null=True)
 
     class Meta:

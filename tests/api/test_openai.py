@@ -153,8 +153,11 @@ def test_errors_come_in_openais_shape(server, published, tenant_admin, member, m
         client.chat.completions.create(model=published.solar.slug, messages=[{"role": "assistant", "content": "x"}])
     assert bad.value.body["param"] == "messages[0]"
     with pytest.raises(openai.AuthenticationError) as wrong:
-        _client(server, secret[:-3] + "abc").models.list()
-    assert wrong.value.code == "invalid_api_key"
+        _client(server, secret[:-3] + "abc").models.list(extra_headers={"Accept-Language": "en"})
+    assert wrong.value.code == "invalid_api_key" and wrong.value.body["message"] == "This API key is not valid."
+    with pytest.raises(openai.AuthenticationError) as chinese:
+        _client(server, secret[:-3] + "abc").models.list(extra_headers={"Accept-Language": "zh-CN"})
+    assert chinese.value.body["message"] == "此 API 密钥无效。"
     _key, read_only = make_key(tenant_admin, scopes=[KeyScope.READ])
     with pytest.raises(openai.PermissionDeniedError) as scope:
         _client(server, read_only).chat.completions.create(model=published.solar.slug, messages=user_says)

@@ -100,6 +100,9 @@ def test_errors_have_one_shape_in_the_requests_language(published, tenant_admin,
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "invalid" and "agent" in error["fields"]
+    assert error["message"] == "部分字段无效。"
+    english = client.post("/api/v1/conversations/", {"agent": "x"}, "application/json", HTTP_ACCEPT_LANGUAGE="en")
+    assert english.json()["error"]["message"] == "Some fields are not valid."
     unauthenticated = Client().get("/api/v1/agents/")
     assert unauthenticated.status_code in (401, 403) and "code" in unauthenticated.json()["error"]
     wrong = Client(HTTP_AUTHORIZATION="Bearer ak-0000000000.nope").get("/api/v1/agents/")
