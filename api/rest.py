@@ -70,6 +70,13 @@ class ApiKeySchema(OpenApiAuthenticationExtension):
 class ApiViewSet(TenantScopedApiView, viewsets.GenericViewSet):
     permission_classes = [HasScope]
     pagination_class = Pages
+    lookup_value_regex = r"\d+"
+
+    def schema_queryset(self) -> QuerySet | None:
+        """While drf-spectacular builds the schema (no request): an empty queryset of the model, for the types."""
+        if getattr(self, "swagger_fake_view", False):
+            return self.serializer_class.Meta.model.objects.none()
+        return None
 
 
 # --- agents -----------------------------------------------------------------------------------------------------
@@ -106,6 +113,8 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet)
     serializer_class = AgentSerializer
 
     def get_queryset(self) -> QuerySet[Agent]:
+        if (fake := self.schema_queryset()) is not None:
+            return fake
         agents = _agents_for(self.request)
         kind = self.request.query_params.get("kind")
         return agents.filter(kind=kind) if kind else agents
@@ -170,6 +179,8 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
     write_scopes = {"create": KeyScope.CHAT, "messages": KeyScope.CHAT}
 
     def get_queryset(self) -> QuerySet[Conversation]:
+        if (fake := self.schema_queryset()) is not None:
+            return fake
         conversations = Conversation.objects.filter(parent__isnull=True).order_by("-updated_at", "-id")
         if not administers(self.request):
             conversations = conversations.filter(user_id=self.request.user.pk)
