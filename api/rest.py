@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Max, QuerySet
 from django.utils.translation import gettext as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -21,9 +22,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from agents.models import Agent
+from agents.export import AgentImportError, agent_export, agent_import, export_filename
+from agents.models import Agent, AgentKind
 from agents.runtime import TurnStatus
-from agents.services import agent_publish, conversation_start
+from agents.services import agent_create, agent_publish, agent_update, conversation_start
 from api.authentication import HasScope, TenantScopedApiView, administers, key_access
 from api.models import KeyScope
 from chat import turns
@@ -38,6 +40,18 @@ class Pages(PageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 200
+
+
+def page_of(serializer: type[serializers.Serializer]) -> type[serializers.Serializer]:
+    """The schema of a page of `serializer` (a detail action's list, which drf-spectacular does not paginate)."""
+    name = serializer.__name__.removesuffix("Serializer")
+    fields = {
+        "count": serializers.IntegerField(),
+        "next": serializers.URLField(allow_null=True),
+        "previous": serializers.URLField(allow_null=True),
+        "results": serializer(many=True),
+    }
+    return type(f"{name}Page", (serializers.Serializer,), fields)
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -100,15 +114,47 @@ class VersionSerializer(serializers.Serializer):
 
 
 def _agents_for(request: Request) -> QuerySet[Agent]:
+    """The agents a caller reaches: a session, every agent of the tenant; a key, its published agents, or every
+    agent (drafts too) when it may write and acts as an administrator; a key limited to some agents, only those."""
     agents = Agent.objects.annotate(published_number=Max("versions__number")).order_by("name")
     access = key_access(request)
-    if access is not None:
-        agents = agents.filter(pk__in=access.agents().values("pk"))
-    return agents
+    if access is None:
+        return agents
+    if access.key.has_scope(KeyScope.WRITE) and administers(request):
+        chosen = access.key.agents.values("pk")
+        return agents.filter(pk__in=chosen) if access.key.agents.exists() else agents
+    return agents.filter(pk__in=access.agents().values("pk"))
+
+
+def require_administrator(request: Request) -> None:
+    if not administers(request):
+        raise exceptions.PermissionDenied(_("Only the tenant's owners and admins change this."))
+
+
+def _validation(error: DjangoValidationError) -> exceptions.ValidationError:
+    return exceptions.ValidationError(error.message_dict if hasattr(error, "error_dict") else error.messages)
+
+
+class AgentWriteSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=120)
+    description = serializers.CharField(required=False, allow_blank=True)
+    system_prompt = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    model = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    temperature = serializers.FloatField(required=False, min_value=0.0, max_value=2.0)
+    kind = serializers.ChoiceField(choices=AgentKind.choices, required=False)
+    tools = serializers.ListField(child=serializers.CharField(), required=False)
+    token_overflow_config = serializers.DictField(required=False)
+    active = serializers.BooleanField(required=False)
+
+
+class AgentYamlSerializer(serializers.Serializer):
+    yaml = serializers.CharField(help_text="An agent export (GET /api/v1/agents/{id}/export/).")
+    filename = serializers.CharField(read_only=True)
 
 
 class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
-    """The tenant's agents (a key sees its published agents)."""
+    """The tenant's agents: read by members (a key: its published agents); created, changed, published, exported
+    and imported by owners and admins (a key needs `write`)."""
 
     serializer_class = AgentSerializer
 
@@ -119,15 +165,63 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet)
         kind = self.request.query_params.get("kind")
         return agents.filter(kind=kind) if kind else agents
 
+    def _fresh(self, agent: Agent) -> dict[str, Any]:
+        return AgentSerializer(self.get_queryset().get(pk=agent.pk)).data
+
+    @extend_schema(request=AgentWriteSerializer, responses={201: AgentSerializer})
+    def create(self, request: Request) -> Response:
+        """Create a draft agent (publish it to use it in new conversations)."""
+        require_administrator(request)
+        data = AgentWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            agent = agent_create(tenant=request.tenant, **data.validated_data)
+        except DjangoValidationError as error:
+            raise _validation(error) from None
+        return Response(self._fresh(agent), status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=AgentWriteSerializer, responses={200: AgentSerializer})
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        """Change the draft; published versions (and conversations on them) stay as they were."""
+        agent = self.get_object()
+        require_administrator(request)
+        data = AgentWriteSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        try:
+            agent_update(agent=agent, **data.validated_data)
+        except DjangoValidationError as error:
+            raise _validation(error) from None
+        return Response(self._fresh(agent))
+
     @extend_schema(request=None, responses={201: VersionSerializer})
     @action(detail=True, methods=["post"])
     def publish(self, request: Request, pk: str | None = None) -> Response:
         """Freeze the draft as the next version (owners and admins)."""
         agent = self.get_object()
-        if not administers(request):
-            raise exceptions.PermissionDenied(_("Only the tenant's owners and admins publish agents."))
+        require_administrator(request)
         version = agent_publish(agent=agent, user=request.user)
         return Response({"agent": version.agent_id, "number": version.number}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: AgentYamlSerializer})
+    @action(detail=True, methods=["get"])
+    def export(self, request: Request, pk: str | None = None) -> Response:
+        """The agent (and its workflow) as the YAML the agent pages export."""
+        agent = self.get_object()
+        require_administrator(request)
+        return Response({"yaml": agent_export(agent=agent), "filename": export_filename(agent.name)})
+
+    @extend_schema(request=AgentYamlSerializer, responses={201: AgentSerializer})
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_(self, request: Request) -> Response:
+        """Create an agent from an export (a name already taken gets a number)."""
+        require_administrator(request)
+        data = AgentYamlSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            agent = agent_import(tenant=request.tenant, text=data.validated_data["yaml"])
+        except AgentImportError as error:
+            raise exceptions.ValidationError({"yaml": error.errors}) from None
+        return Response(self._fresh(agent), status=status.HTTP_201_CREATED)
 
 
 # --- conversations and messages -------------------------------------------------------------------------------
@@ -172,11 +266,15 @@ class TurnSerializer(serializers.Serializer):
     duplicate = serializers.BooleanField()
 
 
+class StopSerializer(serializers.Serializer):
+    stopped = serializers.BooleanField()
+
+
 class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     """Conversations the caller may open: their own (a tenant's owners and admins: all), not plan steps'."""
 
     serializer_class = ConversationSerializer
-    write_scopes = {"create": KeyScope.CHAT, "messages": KeyScope.CHAT}
+    write_scopes = {"create": KeyScope.CHAT, "messages": KeyScope.CHAT, "stop": KeyScope.CHAT}
 
     def get_queryset(self) -> QuerySet[Conversation]:
         if (fake := self.schema_queryset()) is not None:
@@ -219,7 +317,7 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
         conversation = conversation_start(agent=agent, user=request.user, title=data.validated_data.get("title", ""))
         return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(methods=["GET"], responses={200: MessageSerializer(many=True)})
+    @extend_schema(methods=["GET"], responses={200: page_of(MessageSerializer)})
     @extend_schema(methods=["POST"], request=SendSerializer, responses={200: TurnSerializer})
     @action(detail=True, methods=["get", "post"])
     def messages(self, request: Request, pk: str | None = None) -> Response:
@@ -232,6 +330,13 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
         data.is_valid(raise_exception=True)
         client_id = data.validated_data.get("client_id") or f"api-{uuid.uuid4().hex}"
         return self._send(conversation, client_id, data.validated_data["content"])
+
+    @extend_schema(request=None, responses={200: StopSerializer})
+    @action(detail=True, methods=["post"])
+    def stop(self, request: Request, pk: str | None = None) -> Response:
+        """Stop the reply being written (what was written is stored); `stopped` false when none was running."""
+        conversation = self.get_object()
+        return Response({"stopped": async_to_sync(turns.request_stop)(conversation_id=conversation.pk)})
 
     def _send(self, conversation: Conversation, client_id: str, content: str) -> Response:
         async def turn() -> tuple[turns.Submission, Any]:

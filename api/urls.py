@@ -2,13 +2,16 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from api import rest, views
+from api import rest, rest_knowledge, rest_plans, views
 
 app_name = "api"
 
 router = DefaultRouter()
 router.register("agents", rest.AgentViewSet, basename="agent")
 router.register("conversations", rest.ConversationViewSet, basename="conversation")
+router.register("knowledge-bases", rest_knowledge.KnowledgeBaseViewSet, basename="knowledge-base")
+router.register("plans", rest_plans.PlanViewSet, basename="plan")
+router.register("usage", rest_plans.UsageViewSet, basename="usage")
 
 urlpatterns = [
     path("keys/", views.key_list, name="keys"),

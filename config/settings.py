@@ -240,6 +240,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"AgentKindEnum": "agents.models.AgentKind", "PlanLogKindEnum": "plans.models.LogKind"},
 }
 
 if not DEBUG:

@@ -109,6 +109,13 @@ def test_errors_have_one_shape_in_the_requests_language(published, tenant_admin,
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
 
 
+def test_the_schema_builds_without_a_warning(tmp_path):
+    from django.core.management import call_command
+
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yml"))
+    assert "/api/v1/knowledge-bases/{id}/search/" in (tmp_path / "schema.yml").read_text()
+
+
 def test_schema_and_its_pages_are_served_without_a_cdn(client):
     schema = client.get(reverse("api:schema"), HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert schema.status_code == 200

@@ -1,0 +1,141 @@
+"""Plans and usage on the REST API. A plan is read by its conversation's owner and the tenant's administrators (its
+log by administrators, as on the plan log page); it is resumed by sending the answer to its conversation and
+stopped with the conversation's stop. Usage (tokens per day and model) is for administrators."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from asgiref.sync import async_to_sync
+from django.db.models import Count, QuerySet, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, mixins, serializers
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from api.authentication import administers, key_access
+from api.models import KeyScope
+from api.rest import ApiViewSet, StopSerializer, page_of, require_administrator
+from chat import turns
+from llm.models import LLMCall
+from plans.models import Plan, PlanLog
+
+
+class PlanStepSerializer(serializers.Serializer):
+    seqNo = serializers.IntegerField()
+    agentName = serializers.CharField()
+    requirement = serializers.CharField()
+    status = serializers.CharField()
+    result = serializers.JSONField(allow_null=True)
+    depends_on = serializers.ListField(child=serializers.IntegerField())
+
+
+class PlanSerializer(serializers.ModelSerializer):
+    steps = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Plan
+        fields = ["planId", "name", "userQuery", "status", "allow_concurrency", "conversation", "steps",
+                  "created_at", "updated_at"]  # fmt: skip
+        read_only_fields = fields
+
+    @extend_schema(responses=PlanStepSerializer(many=True))
+    def get_steps(self, plan: Plan) -> list[dict]:
+        return [step.as_dict() for step in plan.steps.order_by("seqNo")]
+
+
+class PlanLogSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PlanLog
+        fields = ["id", "step", "kind", "data", "created_at"]
+        read_only_fields = fields
+
+
+class PlanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
+    """Plans of the caller's conversations (administrators: every plan of the tenant), newest first."""
+
+    serializer_class = PlanSerializer
+    lookup_field = "planId"
+    lookup_value_regex = r"[0-9a-fA-F-]{32,36}"
+    write_scopes = {"stop": KeyScope.CHAT}
+
+    def get_queryset(self) -> QuerySet[Plan]:
+        if (fake := self.schema_queryset()) is not None:
+            return fake
+        plans = Plan.objects.select_related("conversation").order_by("-created_at")
+        if not administers(self.request):
+            plans = plans.filter(conversation__user_id=self.request.user.pk)
+        access = key_access(self.request)
+        if access is not None and access.key.agents.exists():
+            plans = plans.filter(conversation__agent__in=access.key.agents.values("pk"))
+        return plans
+
+    def get_object(self) -> Plan:
+        try:
+            plan_id = uuid.UUID(self.kwargs["planId"])
+        except ValueError:
+            raise exceptions.NotFound(_("No such plan.")) from None
+        plan = self.get_queryset().filter(planId=plan_id).first()
+        if plan is None:
+            raise exceptions.NotFound(_("No such plan."))
+        return plan
+
+    @extend_schema(responses={200: page_of(PlanLogSerializer)})
+    @action(detail=True, methods=["get"])
+    def log(self, request: Request, planId: str | None = None) -> Response:
+        """State changes, model calls and tool calls, in order (administrators)."""
+        plan = self.get_object()
+        require_administrator(request)
+        page = self.paginate_queryset(PlanLog.objects.filter(plan=plan).order_by("id"))
+        return self.get_paginated_response(PlanLogSerializer(page, many=True).data)
+
+    @extend_schema(request=None, responses={200: StopSerializer})
+    @action(detail=True, methods=["post"])
+    def stop(self, request: Request, planId: str | None = None) -> Response:
+        """Stop the plan's running turn (its steps end as stopped; what was written is stored)."""
+        plan = self.get_object()
+        return Response({"stopped": async_to_sync(turns.request_stop)(conversation_id=plan.conversation_id)})
+
+
+class UsageRowSerializer(serializers.Serializer):
+    day = serializers.DateField()
+    model = serializers.CharField()
+    calls = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+
+
+class UsageViewSet(ApiViewSet):
+    serializer_class = UsageRowSerializer
+    pagination_class = None
+
+    @extend_schema(
+        parameters=[OpenApiParameter("days", int, description="How many days back (1-366, default 30).")],
+        responses={200: UsageRowSerializer(many=True)},
+    )
+    def list(self, request: Request) -> Response:
+        """Model tokens per day and model (administrators)."""
+        require_administrator(request)
+        days = request.query_params.get("days") or "30"
+        if not days.isdigit() or not 1 <= int(days) <= 366:
+            raise exceptions.ValidationError({"days": [_("Choose a number from 1 to 366.")]})
+        since = timezone.now() - dt.timedelta(days=int(days))
+        rows = (
+            LLMCall.objects.filter(created_at__gte=since)
+            .annotate(day=TruncDate("created_at"))
+            .values("day", "model")
+            .annotate(
+                calls=Count("id"),
+                prompt_tokens=Sum("prompt_tokens"),
+                completion_tokens=Sum("completion_tokens"),
+                total_tokens=Sum("total_tokens"),
+            )
+            .order_by("day", "model")
+        )
+        return Response(UsageRowSerializer(rows, many=True).data)
