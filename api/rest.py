@@ -23,9 +23,11 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from agents.export import AgentImportError, agent_export, agent_import, export_filename
-from agents.models import Agent, AgentKind
+from agents.models import Agent, AgentKind, Workflow, WorkflowRun
 from agents.runtime import TurnStatus
 from agents.services import agent_create, agent_publish, agent_update, conversation_start
+from agents.workflows.schema import WorkflowValidationError
+from agents.workflows.services import workflow_validate
 from api.authentication import HasScope, TenantScopedApiView, administers, key_access
 from api.models import KeyScope
 from chat import turns
@@ -222,6 +224,75 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet)
         except AgentImportError as error:
             raise exceptions.ValidationError({"yaml": error.errors}) from None
         return Response(self._fresh(agent), status=status.HTTP_201_CREATED)
+
+
+# --- workflows ----------------------------------------------------------------------------------------------------
+
+
+class WorkflowSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Workflow
+        fields = ["id", "name", "description", "agent", "yaml", "updated_at"]
+        read_only_fields = fields
+
+
+class WorkflowRunSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WorkflowRun
+        fields = ["id", "status", "inputs", "outputs", "log", "error", "duration_ms", "conversation", "started_at"]
+        read_only_fields = fields
+
+
+class WorkflowIssueSerializer(serializers.Serializer):
+    message = serializers.CharField()
+    step = serializers.CharField(allow_null=True)
+    field = serializers.CharField(allow_null=True)
+    line = serializers.IntegerField(allow_null=True)
+    column = serializers.IntegerField(allow_null=True)
+
+
+class WorkflowCheckSerializer(serializers.Serializer):
+    yaml = serializers.CharField(trim_whitespace=False)
+    valid = serializers.BooleanField(read_only=True)
+    errors = WorkflowIssueSerializer(many=True, read_only=True)
+
+
+class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
+    """The tenant's YAML workflows and their runs. A workflow runs as its workflow agent's turn: start a conversation
+    with that agent and send a message (POST /api/v1/conversations/, then .../messages/)."""
+
+    serializer_class = WorkflowSerializer
+    write_scopes = {"validate": KeyScope.READ}
+
+    def get_queryset(self) -> QuerySet[Workflow]:
+        if (fake := self.schema_queryset()) is not None:
+            return fake
+        return Workflow.objects.order_by("name")
+
+    @extend_schema(request=WorkflowCheckSerializer, responses={200: WorkflowCheckSerializer})
+    @action(detail=False, methods=["post"])
+    def validate(self, request: Request) -> Response:
+        """Check a workflow document: every problem with its step, field and line (nothing is saved)."""
+        data = WorkflowCheckSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            workflow_validate(yaml_text=data.validated_data["yaml"])
+        except WorkflowValidationError as error:
+            issues = [issue.as_dict() for issue in error.errors]
+            return Response({"yaml": data.validated_data["yaml"], "valid": False, "errors": issues})
+        return Response({"yaml": data.validated_data["yaml"], "valid": True, "errors": []})
+
+    @extend_schema(responses={200: page_of(WorkflowRunSerializer)})
+    @action(detail=True, methods=["get"])
+    def runs(self, request: Request, pk: str | None = None) -> Response:
+        """The workflow's runs, newest first, with each step's log: a member's own runs, every run for
+        administrators (a run's log holds what was typed)."""
+        workflow = self.get_object()
+        runs = WorkflowRun.objects.filter(workflow=workflow).order_by("-started_at", "-id")
+        if not administers(request):
+            runs = runs.filter(conversation__user_id=request.user.pk)
+        page = self.paginate_queryset(runs)
+        return self.get_paginated_response(WorkflowRunSerializer(page, many=True).data)
 
 
 # --- conversations and messages -------------------------------------------------------------------------------

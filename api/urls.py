@@ -2,7 +2,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from api import rest, rest_knowledge, rest_plans, views
+from api import rest, rest_knowledge, rest_plans, streaming, views
 
 app_name = "api"
 
@@ -12,6 +12,7 @@ router.register("conversations", rest.ConversationViewSet, basename="conversatio
 router.register("knowledge-bases", rest_knowledge.KnowledgeBaseViewSet, basename="knowledge-base")
 router.register("plans", rest_plans.PlanViewSet, basename="plan")
 router.register("usage", rest_plans.UsageViewSet, basename="usage")
+router.register("workflows", rest.WorkflowViewSet, basename="workflow")
 
 urlpatterns = [
     path("keys/", views.key_list, name="keys"),
@@ -19,5 +20,6 @@ urlpatterns = [
     path("v1/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("v1/docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="swagger"),
     path("v1/redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+    path("v1/conversations/<int:conversation_id>/messages/stream/", streaming.send_stream, name="conversation-stream"),
     path("v1/", include(router.urls)),
 ]

@@ -118,12 +118,15 @@ def foreign_value(name: str, route: str, world: dict[str, Any]) -> str:
         "agent_id": world["agent"].pk, "workflow_id": world["workflow"].pk, "run_id": world["run"].pk,
         "conversation_id": world["conversation"].pk, "knowledge_base_id": world["knowledge_base"].pk,
         "document_id": world["document"].pk, "key_id": world["key"].pk, "record_id": world["record"].recordId,
-        "plan_id": world["plan"].planId, "format": "json",
+        "plan_id": world["plan"].planId, "planId": world["plan"].planId, "format": "json",
     }  # fmt: skip
     if name in simple:
         return str(simple[name])
     if name == "pk":
-        return str(world["conversation"].pk if "conversations" in route else world["agent"].pk)
+        for resource, key in (("conversations", "conversation"), ("knowledge-bases", "knowledge_base"),
+                              ("workflows", "workflow"), ("agents", "agent")):  # fmt: skip
+            if f"^{resource}/" in route:
+                return str(world[key].pk)
     raise AssertionError(f"route {route}: no foreign value for parameter <{name}>; teach foreign_value()")
 
 

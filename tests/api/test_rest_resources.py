@@ -147,3 +147,44 @@ def test_stop_without_a_running_reply_says_so(published, member, make_key, tenan
     _key, secret = make_key(member)
     response = _api(secret).post(f"/api/v1/conversations/{conversation.pk}/stop/")
     assert response.status_code == 200 and response.json() == {"stopped": False}
+
+
+WORKFLOW = """version: '1.0'
+name: 'Echo flow'
+steps:
+  - id: 'start'
+    type: 'input'
+    output:
+      name: 'question'
+      type: 'str'
+  - id: 'answer'
+    type: 'output'
+    inputs:
+      question: '{question}'
+"""
+
+
+def test_workflows_validate_list_and_runs_keep_members_apart(tenant, member, tenant_admin, make_key, published):
+    from agents.workflows.services import workflow_run_record, workflow_save
+    from tests.factories import MembershipFactory
+
+    other_member = MembershipFactory(tenant=tenant).user
+    with tenant_scope(tenant):
+        workflow = workflow_save(tenant=tenant, yaml_text=WORKFLOW)
+        mine = conversation_start(agent=published.solar, user=member)
+        theirs = conversation_start(agent=published.solar, user=other_member)
+        workflow_run_record(workflow=workflow, status="completed", inputs={"question": "my question"}, outputs={},
+                            log=[], conversation_id=mine.pk)  # fmt: skip
+        workflow_run_record(workflow=workflow, status="completed", inputs={"question": "their secret"}, outputs={},
+                            log=[], conversation_id=theirs.pk)  # fmt: skip
+    _key, secret = make_key(member, scopes=[KeyScope.READ])
+    client = _api(secret)
+    assert [w["name"] for w in client.get("/api/v1/workflows/").json()["results"]] == ["Echo flow"]
+    runs = client.get(f"/api/v1/workflows/{workflow.pk}/runs/").json()["results"]
+    assert [run["inputs"]["question"] for run in runs] == ["my question"]
+    _key, admins = make_key(tenant_admin)
+    assert len(_api(admins).get(f"/api/v1/workflows/{workflow.pk}/runs/").json()["results"]) == 2
+    broken = client.post("/api/v1/workflows/validate/", {"yaml": WORKFLOW.replace("type: 'input'", "type: 'nope'")},
+                         "application/json").json()  # fmt: skip
+    assert broken["valid"] is False and broken["errors"][0]["step"] == "start" and broken["errors"][0]["line"]
+    assert client.post("/api/v1/workflows/validate/", {"yaml": WORKFLOW}, "application/json").json()["valid"] is True

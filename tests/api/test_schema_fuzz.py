@@ -15,7 +15,21 @@ from api.models import KeyScope
 pytestmark = pytest.mark.django_db
 
 
-def test_generated_requests_never_break_the_api(published, tenant_admin, make_key):
+@pytest.fixture
+def _keep_the_test_connection():
+    """As Django's test client does: a request must not close the connection holding the test's transaction
+    (schemathesis calls the WSGI application directly)."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+def test_generated_requests_never_break_the_api(published, tenant_admin, make_key, _keep_the_test_connection):
     from config.wsgi import application
 
     _key, secret = make_key(tenant_admin, scopes=list(KeyScope.values))
