@@ -18,6 +18,7 @@ def setup_django(prefix: str = "bench-") -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DJANGO_DEBUG", "1")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ.setdefault("LLM_ALLOW_PRIVATE_BASE_URLS", "1")  # the scripted model servers listen on 127.0.0.1
     if "DATABASE_URL" not in os.environ:
         os.environ["DATABASE_URL"] = f"sqlite:///{tempfile.mkdtemp(prefix=prefix)}/bench.sqlite3"
     import django

@@ -1236,6 +1236,7 @@ def bench_environment(args: argparse.Namespace, run_id: str) -> dict[str, str]:
         "DJANGO_SECURE_COOKIES": "0",  # plain http on 127.0.0.1
         "DJANGO_STATIC_MANIFEST": "0",  # no collectstatic for a bench
         "LOG_LEVEL": "WARNING",
+        "LLM_ALLOW_PRIVATE_BASE_URLS": "1",  # the scripted model server is on 127.0.0.1
         "CHAT_STREAM_PREFIX": f"bench-{run_id}",
         "CHANNELS_PREFIX": f"bench-{run_id}-asgi",
     }

@@ -251,6 +251,9 @@ if not DEBUG:
 # --- Models (llm/) ---
 # Fernet key(s) for provider API keys at rest, comma-separated (the first encrypts, all decrypt: rotation).
 # Empty: a key derived from SECRET_KEY with HKDF (changing SECRET_KEY then makes stored keys unreadable).
+# Model servers on private or loopback addresses (a local Ollama or vLLM): allowed for every provider when set;
+# otherwise only for providers the platform operator marks in the admin.
+LLM_ALLOW_PRIVATE_BASE_URLS = env.bool("LLM_ALLOW_PRIVATE_BASE_URLS", default=DEFAULTS["LLM_ALLOW_PRIVATE_BASE_URLS"])
 LLM_KEY_ENCRYPTION_KEY = env.list("LLM_KEY_ENCRYPTION_KEY", default=DEFAULTS["LLM_KEY_ENCRYPTION_KEY"])
 # First delay of the retry backoff in seconds (doubles per retry, with jitter, capped by LLM_RETRY_MAX_DELAY).
 LLM_RETRY_BASE_DELAY = env.float("LLM_RETRY_BASE_DELAY", default=0.5)

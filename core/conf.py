@@ -25,6 +25,9 @@ DEFAULTS: dict[str, Any] = {
     "PLAN_MAX_CONCURRENCY": 4,
     "PLAN_ASK_TIMEOUT_SECONDS": 600.0,
     "PLAN_ASK_TIMEOUT_IN_PROCESS": True,
+    # Models: whether any provider's base URL may be a private or loopback address (the platform operator's own
+    # model servers; per provider, the operator can allow it in the admin instead).
+    "LLM_ALLOW_PRIVATE_BASE_URLS": False,
     # Models: extra keys that decrypt stored provider keys; seconds a tenant's quota reading is cached.
     "LLM_KEY_ENCRYPTION_KEY": [],
     "LLM_QUOTA_CACHE_SECONDS": 5.0,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from llm.models import LLMCall, ModelProvider
-from llm.services import provider_save
+from llm.services import base_url_refused, provider_save
 from tenants.admin import TenantOwnedAdmin
 from tenants.admin_site import is_platform_admin
 
@@ -46,8 +46,20 @@ class ModelProviderForm(forms.ModelForm):
         fields = [
             "tenant", "name", "kind", "base_url", "api_key", "clear_api_key", "chat_models", "default_chat_model",
             "embedding_model", "planning_model", "execution_model", "reasoning_model", "is_default",
-            "timeout_seconds", "max_retries",
+            "timeout_seconds", "max_retries", "private_network_allowed",
         ]  # fmt: skip
+
+    def clean(self):
+        cleaned = super().clean()
+        candidate = ModelProvider(
+            kind=cleaned.get("kind", self.instance.kind),
+            base_url=cleaned.get("base_url") or "",
+            private_network_allowed=cleaned.get("private_network_allowed", self.instance.private_network_allowed),
+        )
+        refused = base_url_refused(candidate)
+        if refused:
+            self.add_error("base_url", refused)
+        return cleaned
 
     def clean_chat_models(self):
         value = self.cleaned_data.get("chat_models")
@@ -86,8 +98,13 @@ class ModelProviderAdmin(TenantOwnedAdmin):
             _("Model tiers (planner, executor, deep reasoning)"),
             {"fields": ["planning_model", "execution_model", "reasoning_model"]},
         ),
-        (_("Connection"), {"fields": ["timeout_seconds", "max_retries"]}),
+        (_("Connection"), {"fields": ["timeout_seconds", "max_retries", "private_network_allowed"]}),
     ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        readonly = list(super().get_readonly_fields(request, obj))
+        # A tenant admin must not open the platform's own network to the tenant's requests.
+        return readonly if is_platform_admin(request) else [*readonly, "private_network_allowed"]
 
     @admin.display(description=_("API key"))
     def api_key_status(self, obj: ModelProvider | None) -> str:
@@ -103,6 +120,11 @@ class ModelProviderAdmin(TenantOwnedAdmin):
             api_key=form.cleaned_data.get("api_key") or None,
             clear_api_key=bool(form.cleaned_data.get("clear_api_key")),
         )
+        if obj.key_dropped:
+            messages.warning(
+                request,
+                _("The base URL changed, so the stored API key was removed: enter the key for the new server."),
+            )
 
 
 @admin.register(LLMCall)

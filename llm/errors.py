@@ -21,6 +21,7 @@ PROVIDER_ERROR = "provider_error"
 STREAM_DROPPED = "stream_dropped"
 CANCELLED = "cancelled"
 BAD_REQUEST = "bad_request"
+PRIVATE_ADDRESS = "private_address"
 
 # English msgids for gettext, and the Chinese text used while the compiled catalog lacks a translation, so the
 # Chinese UI never shows an English error because `compilemessages` has not run yet.
@@ -69,6 +70,13 @@ _MESSAGES: dict[str, tuple[str, str]] = {
         "模型的回复中途断开。已保留部分回答，请重试。",
     ),
     CANCELLED: (gettext_noop("The model call was cancelled."), "模型调用已取消。"),
+    PRIVATE_ADDRESS: (
+        gettext_noop(
+            "The model provider's base URL is a private or loopback address, where the platform does not send "
+            "requests. Ask the platform operator to allow it, or use the provider's public address."
+        ),
+        "模型服务的 Base URL 是私有或回环地址，平台不会向其发送请求。请联系平台管理员放行，或改用该服务的公网地址。",
+    ),
     BAD_REQUEST: (
         gettext_noop("The model provider rejected the request. Check the model name and the provider settings."),
         "模型服务拒绝了请求。请检查模型名称和服务设置。",

@@ -73,6 +73,14 @@ class ModelProvider(TenantOwned):
     is_default = models.BooleanField(
         _("default provider"), default=False, help_text=_("Used when an agent names no provider.")
     )
+    private_network_allowed = models.BooleanField(
+        _("private network allowed"),
+        default=False,
+        help_text=_(
+            "Let the base URL be a private or loopback address (a model server on the platform's own network, such "
+            "as Ollama or vLLM). Only the platform operator can set this."
+        ),
+    )
     timeout_seconds = models.FloatField(
         _("timeout (seconds)"),
         default=60.0,

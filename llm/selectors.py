@@ -9,6 +9,7 @@ from django.db.models import Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from core.conf import setting
 from llm.models import LLMCall, ModelProvider, Tier
 from llm.transports import Connection
 from tenants.models import Tenant
@@ -58,6 +59,7 @@ def connection_for(provider: ModelProvider) -> Connection:
         timeout=provider.timeout_seconds,
         max_retries=provider.max_retries,
         provider_id=provider.pk,
+        private_allowed=provider.private_network_allowed or bool(setting("LLM_ALLOW_PRIVATE_BASE_URLS")),
     )
 
 

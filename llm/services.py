@@ -8,8 +8,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils.translation import gettext as _
 
+from core.conf import setting
+from core.netguard import url_is_private
 from llm import tokens
 from llm.models import DEMO_LABEL, DEMO_MODEL, LLMCall, ModelProvider, ProviderKind, UsageSource
 from tenants.models import Tenant
@@ -112,14 +116,39 @@ def _clear_other_defaults(provider: ModelProvider) -> None:
     )
 
 
+def base_url_refused(provider: ModelProvider) -> str | None:
+    """Why `provider`'s base URL may not be used, or None: a private, loopback or link-local address (where the
+    tenant's key and prompts would reach the platform's own network) unless the operator allowed it."""
+    if provider.kind != ProviderKind.OPENAI or not provider.base_url:
+        return None
+    if provider.private_network_allowed or setting("LLM_ALLOW_PRIVATE_BASE_URLS"):
+        return None
+    if url_is_private(provider.base_url):
+        return _(
+            "This base URL is a private, loopback or link-local address; the platform does not send tenants' "
+            "requests there. The platform operator can allow it for this provider."
+        )
+    return None
+
+
 @transaction.atomic
 def provider_save(*, provider: ModelProvider, api_key: str | None = None, clear_api_key: bool = False) -> ModelProvider:
-    """Validate and save a provider; a new `api_key` replaces the stored one, None keeps it."""
+    """Validate and save a provider; a new `api_key` replaces the stored one, None keeps it. A changed base URL
+    drops the stored key unless a key is given with it (the key was meant for the old server); then
+    `provider.key_dropped` is True."""
     with scope_of(provider.tenant):
+        provider.key_dropped = False
+        if provider.pk and not api_key and provider.api_key_encrypted:
+            stored_url = ModelProvider.objects.filter(pk=provider.pk).values_list("base_url", flat=True).first()
+            if stored_url is not None and stored_url.rstrip("/") != (provider.base_url or "").rstrip("/"):
+                clear_api_key = provider.key_dropped = True
         if clear_api_key:
             provider.api_key_encrypted = ""
         elif api_key:
             provider.set_api_key(api_key)
+        refused = base_url_refused(provider)
+        if refused:
+            raise ValidationError({"base_url": refused})
         if provider.kind == ProviderKind.DEMO:
             provider.name = provider.name or DEMO_LABEL
         provider.full_clean(exclude=["tenant"])

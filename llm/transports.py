@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any, ClassVar
 
 import openai
 
+from core.netguard import url_is_private
 from llm.script import ErrorPlan, ScriptEngine
 
 # Ollama and vLLM accept any key; the SDK insists on one, so keyless providers send this placeholder.
@@ -74,6 +76,8 @@ class Connection:
     timeout: float = 60.0
     max_retries: int = 2
     provider_id: int | None = None
+    # The operator allowed a private or loopback base URL (llm.services.base_url_refused).
+    private_allowed: bool = False
 
 
 class Transport:
@@ -90,6 +94,10 @@ class Transport:
     ) -> tuple[list[list[float]], int | None]:
         """Embeddings of `inputs` and the prompt tokens the provider reports (None if it does not)."""
         raise NotImplementedError
+
+
+# How long a base URL found public is trusted before its name is resolved again.
+PUBLIC_RECHECK_SECONDS = 60.0
 
 
 class OpenAICompatibleTransport(Transport):
@@ -117,7 +125,25 @@ class OpenAICompatibleTransport(Transport):
             per_loop[key] = client
         return client
 
+    _public: ClassVar[dict[str, float]] = {}  # base URL -> when it was last found public (monotonic seconds)
+
+    async def check_address(self, connection: Connection) -> None:
+        """Refuse a base URL that resolves to a private or loopback address, unless the operator allowed it: checked
+        when the request is made as well as when the provider is saved (a name can be pointed elsewhere later).
+        A public answer is remembered for a minute."""
+        if connection.private_allowed:
+            return
+        now = time.monotonic()
+        if now - self._public.get(connection.base_url, -PUBLIC_RECHECK_SECONDS) < PUBLIC_RECHECK_SECONDS:
+            return
+        if await asyncio.to_thread(url_is_private, connection.base_url):
+            from llm.errors import PRIVATE_ADDRESS, LLMError
+
+            raise LLMError(PRIVATE_ADDRESS, detail=f"{connection.base_url} is a private address")
+        self._public[connection.base_url] = now
+
     async def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[Chunk]:
+        await self.check_address(connection)
         completions = self.client(connection).chat.completions.with_streaming_response
         # The SDK sends the request and raises its errors for an error status; the body's lines are read here.
         async with completions.create(**params, stream=True, stream_options={"include_usage": True}) as response:
@@ -134,6 +160,7 @@ class OpenAICompatibleTransport(Transport):
     async def embed(
         self, connection: Connection, model: str, inputs: list[str]
     ) -> tuple[list[list[float]], int | None]:
+        await self.check_address(connection)
         response = await self.client(connection).embeddings.create(model=model, input=inputs)
         usage = response.usage.prompt_tokens if response.usage else None
         return [item.embedding for item in sorted(response.data, key=lambda d: d.index)], usage

@@ -15,6 +15,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed: h
 WHITENOISE_USE_FINDERS = True
 STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}  # noqa: F405
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+# The scripted model server listens on 127.0.0.1; tests of the private-address guard turn this off themselves.
+LLM_ALLOW_PRIVATE_BASE_URLS = True
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
 # Uploads ingest synchronously in tests (eager Celery); tests of the background thread turn it on themselves.

@@ -1,8 +1,8 @@
 """The `http_request` tool (A6): HTTP calls to the hosts on the tenant's allow-list, and nowhere else.
 
 Safety rules (docs/tools.md): the host must be on the active tenant's allow-list (ToolHttpAllowedHost); every
-address the name resolves to must lie outside HTTP_TOOL_BLOCKED_NETWORKS; the request then goes to the checked
-address (Host header and TLS server name set to the name), so DNS rebinding between check and request cannot
+address the name resolves to must lie outside HTTP_TOOL_BLOCKED_NETWORKS (core.netguard); the request then goes to
+the checked address (Host header and TLS server name set to the name), so DNS rebinding between check and request cannot
 reach an internal host; each redirect is checked the same way; a total timeout and a response size limit apply.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,65 +21,20 @@ from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
 from core.conf import setting
 from core.db import database_sync_to_async
+from core.netguard import DEFAULT_BLOCKED_NETWORKS, address_blocked, networks, resolve_host
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
 MAX_REDIRECTS = 5
 
-# Every range that is not the public internet (IANA special-purpose registries, IPv4 and IPv6).
-DEFAULT_BLOCKED_NETWORKS = (
-    "0.0.0.0/8",  # "this network", 0.0.0.0 included
-    "10.0.0.0/8",
-    "100.64.0.0/10",  # carrier-grade NAT
-    "127.0.0.0/8",
-    "169.254.0.0/16",  # link-local, cloud metadata services (169.254.169.254)
-    "172.16.0.0/12",
-    "192.0.0.0/24",
-    "192.0.2.0/24",
-    "192.88.99.0/24",
-    "192.168.0.0/16",
-    "198.18.0.0/15",
-    "198.51.100.0/24",
-    "203.0.113.0/24",
-    "224.0.0.0/4",  # multicast
-    "240.0.0.0/4",  # reserved, 255.255.255.255 included
-    "::/96",  # unspecified, loopback and IPv4-compatible (IPv4-mapped ones are checked as the IPv4 they carry)
-    "64:ff9b::/96",  # NAT64: would reach IPv4 addresses through a translator
-    "64:ff9b:1::/48",
-    "100::/64",
-    "2001::/23",  # IETF protocol assignments (Teredo, ORCHID...)
-    "2001:db8::/32",
-    "2002::/16",  # 6to4
-    "fc00::/7",  # unique local
-    "fe80::/10",  # link-local
-    "fec0::/10",  # site-local (deprecated)
-    "ff00::/8",  # multicast
-)
-
-_CREDENTIAL_HEADERS = {"authorization", "cookie", "proxy-authorization"}
+# Headers that survive a redirect to another host; any other header the model set (credentials under any name:
+# Authorization, X-Api-Key, a token...) is meant for the first host only.
+_CROSS_HOST_HEADERS = {"accept", "accept-language", "content-type", "user-agent"}
 _DROPPED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "upgrade"}
 
 
-def resolve_host(host: str, port: int) -> list[str]:
-    """The IP addresses `host` resolves to (blocking; tests replace it to map names to chosen addresses)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(info[4][0] for info in infos))
-
-
 def blocked_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    names = setting("HTTP_TOOL_BLOCKED_NETWORKS") or DEFAULT_BLOCKED_NETWORKS
-    return [ipaddress.ip_network(name) for name in names]
-
-
-def address_blocked(address: str, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
-    """Whether `address` (an IP, IPv6 zone ignored) lies in a blocked network; IPv4-mapped IPv6 is checked as IPv4."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    candidates = [ip]
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        candidates.append(ip.ipv4_mapped)
-    return any(
-        candidate in network for candidate in candidates for network in networks if candidate.version == network.version
-    )
+    return networks(setting("HTTP_TOOL_BLOCKED_NETWORKS") or DEFAULT_BLOCKED_NETWORKS)
 
 
 def host_matches(host: str, pattern: str) -> bool:
@@ -167,8 +121,8 @@ async def _fetch(
                 if response.is_redirect and "location" in response.headers:
                     next_url = url.join(response.headers["location"])
                     if (next_url.scheme, next_url.netloc) != (url.scheme, url.netloc):
-                        # Credentials meant for one host are not handed to the next one.
-                        headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
+                        # What was meant for one host (credentials under any header name) is not handed to the next.
+                        headers = {k: v for k, v in headers.items() if k.lower() in _CROSS_HOST_HEADERS}
                     url = next_url
                     if response.status_code not in (307, 308):
                         method, body = "GET", None

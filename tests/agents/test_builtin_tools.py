@@ -32,6 +32,8 @@ BLOCKED_ADDRESSES = [
     "fe80::1%eth0",
     "fd00::1",
     "::ffff:10.0.0.1",
+    "::ffff:0:7f00:1",  # IPv4-translated 127.0.0.1
+    "2002:7f00:1::1",  # 6to4 carrying 127.0.0.1
     "::ffff:127.0.0.1",
     "224.0.0.1",
     "100.64.0.1",
@@ -64,7 +66,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/redirect-inside":
             self._send(302, b"", Location="/json")
         elif self.path == "/headers":
-            self._send(200, json.dumps({"authorization": self.headers.get("Authorization")}).encode())
+            seen = {name: self.headers.get(name) for name in ("Authorization", "X-Api-Key", "Accept")}
+            self._send(200, json.dumps({name.lower(): value for name, value in seen.items()}).encode())
         elif self.path.startswith("/redirect-to/"):
             self._send(302, b"", Location=self.path.removeprefix("/redirect-to/"))
         elif self.path == "/redirect-outside":
@@ -203,13 +206,14 @@ async def test_success_path_connects_to_the_checked_address(tenant, fake_dns, ht
 async def test_credentials_are_not_passed_to_another_host_on_redirect(tenant, fake_dns, http_server, settings):
     settings.HTTP_TOOL_BLOCKED_NETWORKS = LOOPBACK_ALLOWED
     await _allow_async(tenant, "api.test", "other.test")
-    headers = {"Authorization": "Bearer secret"}
+    headers = {"Authorization": "Bearer secret", "X-Api-Key": "k-123", "Accept": "application/json"}
     same = await _request(tenant, url=f"http://api.test:{http_server}/redirect-to//headers", headers=headers)
-    assert same.content["body"] == {"authorization": "Bearer secret"}
+    assert same.content["body"] == {k.lower(): v for k, v in headers.items()}
     elsewhere = f"http://other.test:{http_server}/headers"
     other = await _request(tenant, url=f"http://api.test:{http_server}/redirect-to/{elsewhere}", headers=headers)
     assert other.content["url"] == elsewhere
-    assert other.content["body"] == {"authorization": None}
+    # Credentials under any header name stay with the first host; harmless headers follow.
+    assert other.content["body"] == {"authorization": None, "x-api-key": None, "accept": "application/json"}
 
 
 @pytest.mark.django_db(transaction=True)

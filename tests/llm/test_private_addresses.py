@@ -1,0 +1,79 @@
+"""A tenant admin cannot send the tenant's model-provider key to the platform's own network: a private or loopback
+base URL is refused when saved and when called, unless the platform operator allows it; a changed base URL drops
+the stored key unless a key is entered with it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.urls import reverse
+
+from llm.client import complete_chat
+from llm.errors import PRIVATE_ADDRESS, LLMError
+from llm.models import ModelProvider
+from tenants.scope import tenant_scope
+from tests.llm.factories import ModelProviderFactory
+from tests.llm.test_admin import NEW_KEY, provider_form
+
+pytestmark = pytest.mark.django_db
+
+LOOPBACK_URLS = ["http://127.0.0.1:8081/v1", "http://[::1]:8081/v1", "http://169.254.169.254/v1",
+                 "http://[::ffff:0:7f00:1]/v1", "http://localhost:11434/v1"]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _guard_on(settings):
+    settings.LLM_ALLOW_PRIVATE_BASE_URLS = False
+
+
+@pytest.mark.parametrize("url", LOOPBACK_URLS)
+def test_a_tenant_admin_cannot_point_a_provider_at_a_private_address(tenant, tenant_admin, login, url):
+    response = login(tenant_admin, tenant).post(reverse("admin:llm_modelprovider_add"), provider_form(base_url=url))
+    assert response.status_code == 200
+    assert "private, loopback or link-local" in str(response.context["adminform"].form.errors["base_url"])
+    with tenant_scope(tenant):
+        assert not ModelProvider.objects.exists()
+
+
+def test_changing_the_url_drops_the_key_unless_it_is_entered_again(tenant, tenant_admin, login):
+    client = login(tenant_admin, tenant)
+    assert client.post(reverse("admin:llm_modelprovider_add"), provider_form()).status_code == 302
+    with tenant_scope(tenant):
+        provider = ModelProvider.objects.get()
+    url = reverse("admin:llm_modelprovider_change", args=[provider.pk])
+    moved = client.post(url, provider_form(base_url="https://api.example.com/v1", api_key=""), follow=True)
+    assert "the stored API key was removed" in moved.content.decode()
+    provider.refresh_from_db()
+    assert not provider.has_api_key
+    client.post(url, provider_form(base_url="https://api.example.com/v1", api_key=NEW_KEY))
+    client.post(url, provider_form(base_url="https://api.example.com/v1", api_key="", name="Renamed"))
+    provider.refresh_from_db()
+    assert provider.name == "Renamed" and provider.api_key() == NEW_KEY  # same URL: the key stays
+
+
+def test_only_the_platform_operator_allows_a_private_server(tenant, tenant_admin, superuser, login):
+    form = provider_form(base_url="http://127.0.0.1:11434/v1", private_network_allowed="on")
+    refused = login(tenant_admin, tenant).post(reverse("admin:llm_modelprovider_add"), form)
+    assert refused.status_code == 200  # the field is read-only for a tenant admin: ignored, the URL refused
+    operator = login(superuser, tenant).post(reverse("admin:llm_modelprovider_add"), {**form, "tenant": tenant.pk})
+    assert operator.status_code == 302
+    with tenant_scope(tenant):
+        assert ModelProvider.objects.get().private_network_allowed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_private_url_is_refused_when_called_too(tenant, scripted_llm, settings):
+    """A provider saved before the guard, or whose name now resolves inside: the call is refused, not sent."""
+    with tenant_scope(tenant):
+        provider = ModelProviderFactory(tenant=tenant, base_url=scripted_llm.base_url, api_key="sk-secret")
+    hello = [{"role": "user", "content": "hi"}]
+    with pytest.raises(LLMError) as refused:
+        asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=hello))
+    assert refused.value.code == PRIVATE_ADDRESS and "platform operator" in refused.value.message
+    assert scripted_llm.requests() == []
+    with tenant_scope(tenant):
+        ModelProvider.objects.filter(pk=provider.pk).update(private_network_allowed=True)
+        provider.refresh_from_db()
+    asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=hello))
+    assert len(scripted_llm.requests()) == 1
