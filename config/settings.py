@@ -4,6 +4,7 @@ With nothing set, the platform runs on its embedded default: SQLite, the in-memo
 in eager mode. `DATABASE_URL` and `REDIS_URL` switch to PostgreSQL and Redis. See README.md and `.env.example`.
 """
 
+import datetime
 import secrets
 from pathlib import Path
 
@@ -62,6 +63,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "channels",
     "tenants",
     "llm",
@@ -87,7 +89,21 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # After authentication: picks the active tenant and enters its scope for the whole request.
     "tenants.middleware.TenantScopeMiddleware",
+    # Last: turns a locked-out login (too many wrong passwords) into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes), for the login page and the admin's: after LOGIN_FAILURE_LIMIT wrong passwords for
+# one username from one address, that pair is locked out for LOGIN_LOCKOUT_MINUTES (answer 429 with an explanation);
+# a successful login resets the count. Counted in the cache (Redis when REDIS_URL is set).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = datetime.timedelta(minutes=env.float("LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "config.lockout.locked_out"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

@@ -180,7 +180,7 @@ def test_seed_demo_gives_the_demo_model_and_the_home_page_says_so(client, settin
     assert len(providers) == 2 and all(p.is_demo and p.is_default for p in providers)
     assert str(providers[0]) == "演示模型（离线脚本）/ Demo model (offline, scripted)"
 
-    assert client.login(username="energy-member", password="demo-pass-2026")
+    assert client.post(reverse("login"), {"username": "energy-member", "password": "demo-pass-2026"}).status_code == 302
     page = client.get(reverse("home")).content.decode()
     assert 'data-banner="demo-model"' in page and "演示模型（离线脚本）/ Demo model (offline, scripted)" in page
 
@@ -199,5 +199,5 @@ def test_seed_demo_uses_a_real_provider_from_the_environment(client, settings):
         ("openai", "deepseek-chat", "https://api.deepseek.com/v1")
     }
     assert all(p.api_key() == "sk-from-env-0123456789" for p in defaults)
-    assert client.login(username="energy-member", password="demo-pass-2026")
+    assert client.post(reverse("login"), {"username": "energy-member", "password": "demo-pass-2026"}).status_code == 302
     assert 'data-banner="demo-model"' not in client.get(reverse("home")).content.decode()
