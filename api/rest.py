@@ -27,7 +27,7 @@ from agents.models import Agent, AgentKind, Workflow, WorkflowRun
 from agents.runtime import TurnStatus
 from agents.services import agent_create, agent_publish, agent_update, conversation_start
 from agents.workflows.schema import WorkflowValidationError
-from agents.workflows.services import workflow_validate
+from agents.workflows.services import workflow_runs_for, workflow_validate
 from api.authentication import HasScope, TenantScopedApiView, administers, key_access
 from api.models import KeyScope
 from chat import turns
@@ -288,9 +288,7 @@ class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewS
         """The workflow's runs, newest first, with each step's log: a member's own runs, every run for
         administrators (a run's log holds what was typed)."""
         workflow = self.get_object()
-        runs = WorkflowRun.objects.filter(workflow=workflow).order_by("-started_at", "-id")
-        if not administers(request):
-            runs = runs.filter(conversation__user_id=request.user.pk)
+        runs = workflow_runs_for(workflow=workflow, user_id=None if administers(request) else request.user.pk)
         page = self.paginate_queryset(runs)
         return self.get_paginated_response(WorkflowRunSerializer(page, many=True).data)
 

@@ -15,9 +15,13 @@ from memory.models import Conversation
 from plans.models import LogKind, Plan, PlanLog, PlanStatus, PlanStep, StepRecord, StepStatus
 
 
-def record_for_tenant(*, tenant: Any, record_id: uuid.UUID) -> StepRecord | None:
-    """The tenant's step record with this recordId, or None (another tenant's record is never found)."""
-    return StepRecord.objects.filter(tenant=tenant, recordId=record_id).select_related("step").first()
+def record_for_tenant(*, tenant: Any, record_id: uuid.UUID, user_id: int | None = None) -> StepRecord | None:
+    """The tenant's step record with this recordId, or None (another tenant's record is never found). With
+    `user_id`, only a record of that user's plan (a member's; administrators pass None and read every record)."""
+    records = StepRecord.objects.filter(tenant=tenant, recordId=record_id).select_related("step")
+    if user_id is not None:
+        records = records.filter(step__plan__conversation__user_id=user_id)
+    return records.first()
 
 
 def plan_for_tenant(*, tenant: Any, plan_id: uuid.UUID) -> Plan | None:

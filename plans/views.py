@@ -19,7 +19,9 @@ from tenants.decorators import may_administer, tenant_required
 @require_GET
 def record_detail(request: HttpRequest, record_id: uuid.UUID) -> HttpResponse:
     """The record rendered as HTML; ?download=1 (or ?format=md) gives the raw Markdown as a file."""
-    record = record_for_tenant(tenant=request.tenant, record_id=record_id)
+    # A member opens the records of their own plans (links in their chat); administrators open every record.
+    reader = None if may_administer(request) else request.user.pk
+    record = record_for_tenant(tenant=request.tenant, record_id=record_id, user_id=reader)
     if record is None:
         raise Http404("No such record.")
     if request.GET.get("download") or request.GET.get("format") == "md":

@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from agents.models import Agent, Workflow, WorkflowRun, WorkflowRunStatus
@@ -73,12 +74,19 @@ def workflow_bind_agent(*, workflow: Workflow, agent: Agent | None) -> Workflow:
     return workflow
 
 
-def workflow_runs(*, workflow: Workflow, limit: int = 20) -> list[WorkflowRun]:
-    return list(workflow.runs.order_by("-started_at", "-id")[:limit])
+def workflow_runs_for(*, workflow: Workflow, user_id: int | None) -> QuerySet[WorkflowRun]:
+    """The workflow's runs a reader may see, newest first: every run for administrators (`user_id` None), a member's
+    own runs otherwise (a run's inputs and log hold what its user typed)."""
+    runs = workflow.runs.order_by("-started_at", "-id")
+    return runs if user_id is None else runs.filter(conversation__user_id=user_id)
 
 
-def workflow_run_get(*, workflow: Workflow, run_id: int) -> WorkflowRun:
-    return workflow.runs.get(pk=run_id)
+def workflow_runs(*, workflow: Workflow, user_id: int | None, limit: int = 20) -> list[WorkflowRun]:
+    return list(workflow_runs_for(workflow=workflow, user_id=user_id)[:limit])
+
+
+def workflow_run_get(*, workflow: Workflow, run_id: int, user_id: int | None) -> WorkflowRun:
+    return workflow_runs_for(workflow=workflow, user_id=user_id).get(pk=run_id)
 
 
 def workflow_run_record(

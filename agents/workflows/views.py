@@ -132,19 +132,23 @@ def workflow_edit(request: HttpRequest, workflow_id: int) -> HttpResponse:
     return _editor(request, workflow, workflow.yaml, [])
 
 
+def _reader(request: HttpRequest) -> int | None:
+    """Whose runs the reader may open: None (all) for administrators, else their own user id."""
+    return None if may_edit_agents(request) else request.user.pk
+
+
 @tenant_required
 def workflow_runs_view(request: HttpRequest, workflow_id: int) -> HttpResponse:
     workflow = _workflow_or_404(workflow_id)
-    return render(
-        request, "agents/workflows/runs.html", {"workflow": workflow, "runs": workflow_runs(workflow=workflow)}
-    )
+    runs = workflow_runs(workflow=workflow, user_id=_reader(request))
+    return render(request, "agents/workflows/runs.html", {"workflow": workflow, "runs": runs})
 
 
 @tenant_required
 def workflow_run_view(request: HttpRequest, workflow_id: int, run_id: int) -> HttpResponse:
     workflow = _workflow_or_404(workflow_id)
     try:
-        run = workflow_run_get(workflow=workflow, run_id=run_id)
+        run = workflow_run_get(workflow=workflow, run_id=run_id, user_id=_reader(request))
     except WorkflowRun.DoesNotExist:
         raise Http404(_("No such run of this workflow.")) from None
     return render(request, "agents/workflows/run.html", {"workflow": workflow, "run": run})

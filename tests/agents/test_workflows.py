@@ -526,7 +526,9 @@ def test_run_log_pages_and_admin_keep_tenants_apart(login, tenant, tenant_admin,
     theirs_workflow = workflows["theirs"]
     with tenant_scope(theirs_workflow.tenant):
         theirs = WorkflowRun.objects.create(tenant=theirs_workflow.tenant, workflow=theirs_workflow, status="failed")
-    client = login(member, tenant)
+    # A run outside any conversation is an administrator's to read (tests/test_member_privacy.py: members read
+    # their own runs).
+    client = login(tenant_admin, tenant)
     page = client.get(reverse("agents:workflows:run", args=[workflows["mine"].pk, mine.pk]))
     assert page.status_code == 200 and "input_step" in page.content.decode()
     assert (
