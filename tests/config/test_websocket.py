@@ -42,3 +42,40 @@ async def test_socket_from_a_foreign_origin_is_refused(member, tenant):
     communicator = _communicator(cookie, origin=b"http://evil.example")
     connected, _ = await communicator.connect()
     assert not connected
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "allowed"),
+    [
+        ("http://testserver", "testserver", True),
+        ("http://testserver:8000", "testserver:8000", True),
+        ("https://testserver", "testserver", True),
+        ("http://testserver:9999", "testserver:8000", False),  # another port of the same host (the probe's finding)
+        ("http://testserver:9999", "testserver", False),
+        ("http://testserver", "testserver:8000", False),
+        ("http://evil.example", "evil.example", False),  # not an allowed host
+        ("null", "testserver", False),
+        (None, "testserver", False),
+        ("http://testserver", None, False),
+    ],
+)
+def test_only_the_pages_own_origin_may_open_a_socket(origin, host, allowed, settings):
+    from config.origin import origin_allowed
+
+    settings.ALLOWED_HOSTS = ["testserver"]
+    assert origin_allowed(origin, host) is allowed
+
+
+def test_a_trusted_origin_may_open_a_socket(settings):
+    from config.origin import origin_allowed
+
+    settings.CSRF_TRUSTED_ORIGINS = ["https://agents.example.com"]
+    assert origin_allowed("https://agents.example.com", "127.0.0.1:8000")
+    assert not origin_allowed("https://agents.example.com:444", "127.0.0.1:8000")
+
+
+async def test_a_socket_from_another_port_is_refused(member, tenant):
+    cookie = await database_sync_to_async(session_cookie)(member, tenant)
+    communicator = _communicator(cookie, origin=b"http://testserver:9999")
+    connected, _ = await communicator.connect()
+    assert not connected
