@@ -19,6 +19,7 @@ from agents.services import agent_create
 from agents.tools import get_tool
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from agents.workflows.services import workflow_save
+from core.bounded import TooDeep, check_yaml_depth
 
 FORMAT = "agent-platform/agent"
 FORMAT_VERSION = 1
@@ -90,7 +91,10 @@ def _renamed(text: str, name: str) -> str:
 def agent_import(*, tenant: Any, text: str) -> Agent:
     """Create the agent (and its workflow) of an exported file in `tenant`; AgentImportError says what is wrong."""
     try:
+        check_yaml_depth(text)
         data = yaml.safe_load(text)
+    except TooDeep as exc:
+        raise AgentImportError([str(exc)]) from None
     except yaml.YAMLError as exc:
         raise AgentImportError([_("The file is not valid YAML: %(problem)s") % {"problem": exc}]) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("agent"), dict):

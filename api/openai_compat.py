@@ -37,6 +37,7 @@ from api.keys import KeyAccess, KeyRefused, authenticate_key, bearer_secret
 from api.models import KeyScope
 from api.throttling import throttle_wait
 from chat import turns
+from core.bounded import loads_json
 from core.conf import setting
 from core.db import database_sync_to_async
 from llm import errors
@@ -177,7 +178,7 @@ def _positive_int(value: Any) -> int | None:
 def parse_completion_request(raw: bytes, headers: Any) -> CompletionRequest:
     """Read and check a chat/completions body; ApiError (400) names the field that is wrong."""
     try:
-        data = json.loads(raw or b"")
+        data = loads_json(raw or b"")
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, _("The request body is not valid JSON."), code="invalid_json") from None
     if not isinstance(data, dict):

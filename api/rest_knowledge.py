@@ -13,10 +13,11 @@ from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.parsers import BoundedJSONParser
 from api.rest import ApiViewSet, page_of, require_administrator
 from knowledge.embedders import EmbedderError
 from knowledge.models import Document, KnowledgeBase
@@ -81,7 +82,7 @@ class KnowledgeBaseViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, ApiViewSet
 ):
     serializer_class = KnowledgeBaseSerializer
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [BoundedJSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self) -> QuerySet[KnowledgeBase]:
         if (fake := self.schema_queryset()) is not None:

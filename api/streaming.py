@@ -22,6 +22,7 @@ from api.keys import KeyRefused, authenticate_key, bearer_secret
 from api.models import KeyScope
 from api.throttling import throttle_wait
 from chat import turns
+from core.bounded import loads_json
 from core.db import database_sync_to_async
 from memory.models import Conversation
 from memory.selectors import access_conversation
@@ -55,7 +56,7 @@ class Send:
 
 def _body(raw: bytes) -> tuple[str, str]:
     try:
-        data = json.loads(raw or b"")
+        data = loads_json(raw or b"")
     except (ValueError, UnicodeDecodeError):
         raise Refused(400, "invalid", _("The request body is not valid JSON.")) from None
     content = data.get("content") if isinstance(data, dict) else None

@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from core.bounded import BoundedJSONFormField
 from llm.models import LLMCall, ModelProvider
 from llm.services import base_url_refused, provider_save
 from tenants.admin import TenantOwnedAdmin
@@ -33,7 +34,7 @@ class ModelProviderForm(forms.ModelForm):
         help_text=ModelProvider._meta.get_field("base_url").help_text,
     )
     clear_api_key = forms.BooleanField(label=_("Remove the stored API key"), required=False)
-    chat_models = forms.JSONField(
+    chat_models = BoundedJSONFormField(
         label=_("chat models"),
         required=False,
         initial=list,

@@ -7,10 +7,12 @@ from typing import Any, Protocol
 from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.db import models
 from django.db.models import Count, Value
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from core.bounded import BoundedJSONFormField
 from tenants.admin_site import is_platform_admin, is_tenant_admin
 from tenants.models import Membership, Role, Tenant, TenantOwned
 
@@ -22,10 +24,14 @@ def _without_tenant(names) -> list:
 class TenantOwnedAdminMixin:
     """For every tenant-owned model admin and inline.
 
+    JSON fields answer too deep a document with a field error (core.bounded), not a 500.
+
     Platform superusers: a tenant column and filter, the tenant chosen on creation and fixed afterwards.
     Tenant owners and admins: their tenant's rows only (the request's tenant scope does the filtering), the
     tenant field hidden and set for them, foreign-key choices limited to their tenant.
     """
+
+    formfield_overrides = {models.JSONField: {"form_class": BoundedJSONFormField}}
 
     def get_list_display(self, request: HttpRequest):
         names = list(super().get_list_display(request))

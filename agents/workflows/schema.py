@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 from django.utils.translation import gettext as _
 
+from core.bounded import TooDeep, check_yaml_depth
+
 STEP_TYPES = ("input", "ask", "plugin", "llm", "custom", "output")
 # Steps that take their variables from the user and pause the run to ask when a required one is missing.
 ASKING_TYPES = ("input", "ask")
@@ -185,7 +187,10 @@ def parse_workflow(text: str, *, check_names: bool = True) -> Workflow:
     from agents.tools.registry import PythonFunctionTool
 
     try:
+        check_yaml_depth(text)
         root, data = _compose(text)
+    except TooDeep as exc:
+        raise WorkflowValidationError([WorkflowIssue(str(exc), line=exc.line)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or ""
