@@ -146,6 +146,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.boo
 else:
     # Without the pool: 0 closes each request's connection (persistent ones do not mix well with ASGI threads).
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default writes from the request threads and the ingestion thread at once: readers do not block
+    # the writer (WAL), a write transaction takes its lock when it begins (no "database is locked" on upgrading a
+    # read lock), and a writer waits up to 20 s for another instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")

@@ -64,8 +64,24 @@ class IngestStage(models.TextChoices):
     DONE = "done", _("Done")
 
 
+# Bytes of a stored file's name: file systems refuse a name over 255 bytes, and a Chinese character takes 3. The
+# document keeps its whole name (Document.name); only the file on disk is shortened.
+STORED_NAME_BYTES = 120
+
+
+def stored_filename(filename: str, max_bytes: int = STORED_NAME_BYTES) -> str:
+    """`filename` cut to at most `max_bytes` of UTF-8 at a character boundary, its extension kept."""
+    stem, dot, extension = filename.rpartition(".")
+    if not dot or not stem:
+        stem, extension = filename, ""
+    extension = extension[:10]
+    budget = max_bytes - (len(extension.encode()) + 1 if extension else 0)
+    stem = stem.encode()[:budget].decode("utf-8", "ignore").strip() or "file"
+    return f"{stem}.{extension}" if extension else stem
+
+
 def document_upload_to(document: Document, filename: str) -> str:
-    return f"knowledge/{document.tenant_id}/{document.knowledge_base_id}/{uuid.uuid4().hex}/{filename}"
+    return f"knowledge/{document.tenant_id}/{document.knowledge_base_id}/{uuid.uuid4().hex}/{stored_filename(filename)}"
 
 
 class Document(TenantOwned):

@@ -43,3 +43,18 @@ def test_development_generates_and_keeps_a_secret(tmp_path):
     assert len(secret) >= 50
     assert _start(env).returncode == 0
     assert (tmp_path / "dev-secret-key").read_text() == secret
+
+
+def test_the_embedded_sqlite_database_waits_instead_of_failing(tmp_path):
+    """Two uploads while ingestion writes used to fail with "database is locked" (the probe's finding)."""
+    script = (
+        "import django; django.setup(); from django.db import connection; c = connection.cursor(); "
+        "print(c.execute('PRAGMA journal_mode').fetchone()[0], c.execute('PRAGMA busy_timeout').fetchone()[0])"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_"))}
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "1", "VAR_DIR": str(tmp_path),
+                "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"})  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["wal", "20000"]

@@ -290,3 +290,16 @@ def test_on_pgvector_ingestion_stores_vectors_and_creates_the_hnsw_index(pgvecto
     with tenant_scope(kb.tenant):
         hits = search(kb, "inverter alternating current", mode="vector", top_k=1)
     assert hits[0].document_name == "notes.txt"
+
+
+def test_a_very_long_chinese_file_name_is_kept_and_stored_shortened(kb, ingest):
+    """A 200-character Chinese name (600 bytes) used to fail with "File name too long" (the probe's finding)."""
+    from knowledge.services import document_add
+
+    name = "光伏电站年度运维报告" * 20 + ".txt"
+    with tenant_scope(kb.tenant), ingest():
+        document = document_add(knowledge_base=kb, name=name, content="逆变器巡检记录。".encode())
+    document.refresh_from_db()
+    assert document.name == name[:255] and document.status == "ready"
+    stored = document.file.name.rsplit("/", 1)[-1]
+    assert len(stored.encode()) <= 120 and stored.endswith(".txt") and stored.startswith("光伏电站")
