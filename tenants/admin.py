@@ -8,7 +8,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db import models
-from django.db.models import Count, Value
+from django.db.models import Count, Q, Value
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
@@ -129,22 +129,31 @@ class MembershipForm(forms.ModelForm):
 
     def clean_username(self) -> str:
         username = self.cleaned_data["username"].strip()
-        user = get_user_model().objects.filter(username=username).first()
+        users = get_user_model().objects.filter(username=username)
+        acting = getattr(self, "acting_membership", None)
+        if acting is not None and not (self.instance.pk and self.instance.user.get_username() == username):
+            # A tenant admin adds people who belong to no tenant yet (accounts made for them) or who share a tenant
+            # with them; anyone else answers like a missing name, so the form does not tell who exists elsewhere.
+            shared = Membership.objects.filter(user_id=acting.user_id).values("tenant_id")
+            users = users.filter(Q(memberships__isnull=True) | Q(memberships__tenant_id__in=shared)).distinct()
+        user = users.first()
         if user is None:
             raise forms.ValidationError(
-                _("No user named “%(username)s”. Create the user first."), params={"username": username}
-            )
+                _("No user named “%(username)s” can be added here. The platform operator creates accounts and adds "
+                  "people from other organisations."),
+                params={"username": username},
+            )  # fmt: skip
         self.instance.user = user
         return username
 
     def clean(self):
         cleaned = super().clean()
         acting = getattr(self, "acting_membership", None)
-        if acting is not None and acting.role != Role.OWNER:
-            touches_owner = cleaned.get("role") == Role.OWNER or (
-                self.instance.pk and self.initial.get("role") == Role.OWNER
-            )
-            if touches_owner:
+        if acting is not None and acting.role != Role.OWNER and self.has_changed():
+            was_owner = bool(self.instance.pk) and self.initial.get("role") == Role.OWNER
+            becomes_owner = cleaned.get("role") == Role.OWNER
+            # Saving the page with an owner's row untouched is fine; granting, changing or reassigning one is not.
+            if becomes_owner != was_owner or (was_owner and "username" in self.changed_data):
                 raise forms.ValidationError(_("Only an owner can grant or change the owner role."))
         return cleaned
 
@@ -165,6 +174,13 @@ class MembershipInline(admin.TabularInline):
                 form = super()._construct_form(i, **form_kwargs)
                 form.acting_membership = acting
                 return form
+
+            def clean(self):
+                super().clean()
+                if acting is not None and acting.role != Role.OWNER:
+                    for form in self.deleted_forms:
+                        if form.instance.pk and form.initial.get("role") == Role.OWNER:
+                            raise forms.ValidationError(_("Only an owner can remove an owner."))
 
         return RequestFormSet
 

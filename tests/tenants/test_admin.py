@@ -159,3 +159,92 @@ def test_tenant_admin_adds_a_member_by_username(login, tenant_admin, tenant):
     response = client.post(url, data)
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Membership.objects.get(user=newcomer).tenant == tenant
+
+
+def _tenant_page(tenant, *, changes=None, new=(), delete=(), name=None) -> dict:
+    """The tenant page's POST: its members' rows as they are (with `changes` by username), plus `new` rows."""
+    memberships = list(Membership.objects.filter(tenant=tenant).select_related("user").order_by("pk"))
+    data = {
+        "name": name or tenant.name,
+        "memberships-TOTAL_FORMS": str(len(memberships) + len(new)),
+        "memberships-INITIAL_FORMS": str(len(memberships)),
+        "memberships-MIN_NUM_FORMS": "0",
+        "memberships-MAX_NUM_FORMS": "1000",
+    }
+    for i, m in enumerate(memberships):
+        row = {"username": m.user.username, "role": m.role, **(changes or {}).get(m.user.username, {})}
+        data |= {f"memberships-{i}-id": str(m.pk), f"memberships-{i}-tenant": str(tenant.pk)}
+        data |= {f"memberships-{i}-{key}": value for key, value in row.items()}
+        if m.user.username in delete:
+            data[f"memberships-{i}-DELETE"] = "on"
+    for j, (username, role) in enumerate(new, start=len(memberships)):
+        data |= {f"memberships-{j}-tenant": str(tenant.pk), f"memberships-{j}-username": username,
+                 f"memberships-{j}-role": role}  # fmt: skip
+    return data
+
+
+@pytest.fixture
+def owned(tenant, tenant_admin):
+    owner = UserFactory(username="the-owner")
+    Membership.objects.create(user=owner, tenant=tenant, role="owner")
+    return owner
+
+
+def test_an_admin_saves_the_tenant_page_with_its_owner_untouched(login, tenant_admin, tenant, owned):
+    """The probe's finding: any save by a non-owner admin failed once the tenant had an owner."""
+    url = reverse("admin:tenants_tenant_change", args=[tenant.pk])
+    response = login(tenant_admin, tenant).post(url, _tenant_page(tenant, name="能源示范（新）"))
+    assert response.status_code == 302, response.content.decode()[:1500]
+    tenant.refresh_from_db()
+    assert tenant.name == "能源示范（新）"
+
+
+def test_an_admin_cannot_demote_or_remove_the_owner(login, tenant_admin, tenant, owned):
+    client = login(tenant_admin, tenant)
+    url = reverse("admin:tenants_tenant_change", args=[tenant.pk])
+    demoted = client.post(
+        url, _tenant_page(tenant, changes={"the-owner": {"role": "member"}}), HTTP_ACCEPT_LANGUAGE="en"
+    )
+    assert (
+        demoted.status_code == 200 and "Only an owner can grant or change the owner role." in demoted.content.decode()
+    )
+    removed = client.post(url, _tenant_page(tenant, delete=["the-owner"]), HTTP_ACCEPT_LANGUAGE="en")
+    assert removed.status_code == 200 and "Only an owner can remove an owner." in removed.content.decode()
+    assert Membership.objects.get(user=owned, tenant=tenant).role == "owner"
+
+
+def test_adding_a_member_does_not_tell_who_exists_elsewhere(login, tenant_admin, tenant, other_tenant):
+    """The probe's finding: an admin learnt which usernames exist on the platform by adding them."""
+    elsewhere = UserFactory(username="in-another-tenant")
+    Membership.objects.create(user=elsewhere, tenant=other_tenant, role="member")
+    client = login(tenant_admin, tenant)
+    url = reverse("admin:tenants_tenant_change", args=[tenant.pk])
+    answers = [
+        client.post(url, _tenant_page(tenant, new=[(username, "member")]), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+        for username in ("in-another-tenant", "nobody-at-all")
+    ]
+    for username, answer in zip(("in-another-tenant", "nobody-at-all"), answers, strict=True):
+        assert f"No user named “{username}” can be added here." in answer
+    assert not Membership.objects.filter(user=elsewhere, tenant=tenant).exists()
+    UserFactory(username="fresh-account")  # made by the operator for this tenant: belongs nowhere yet
+    added = client.post(url, _tenant_page(tenant, new=[("fresh-account", "member")]))
+    assert added.status_code == 302
+
+
+def test_view_on_site_does_not_tell_whether_another_tenants_id_exists(login, tenant_admin, tenant, other_tenant,
+                                                                     settings):  # fmt: skip
+    """The probe's finding (debug mode): /admin/r/<type>/<id>/ answered differently for another tenant's id."""
+    from django.contrib.contenttypes.models import ContentType
+
+    from agents.services import agent_create
+    from tenants.scope import tenant_scope
+
+    settings.DEBUG = True
+    with tenant_scope(other_tenant):
+        theirs = agent_create(tenant=other_tenant, name="Noodle chef")
+    content_type = ContentType.objects.get(app_label="agents", model="agent")
+    client = login(tenant_admin, tenant)
+    existing = client.get(f"/admin/r/{content_type.pk}/{theirs.pk}/", HTTP_ACCEPT_LANGUAGE="en")
+    missing = client.get(f"/admin/r/{content_type.pk}/{theirs.pk + 1000}/", HTTP_ACCEPT_LANGUAGE="en")
+    assert existing.status_code == missing.status_code == 404
+    assert b"Nothing to show on the site." in existing.content and b"Nothing to show on the site." in missing.content
