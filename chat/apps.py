@@ -21,6 +21,15 @@ class ChatConfig(AppConfig):
         # The plan ask timeout's "no reply" runs as a chat turn: streamed to open pages, never beside the user's.
         register_server_turn(run_server_turn)
 
+        # A membership removed or changed closes the user's open chat sockets of that tenant (every process).
+        from django.db.models.signals import post_delete, post_save
+
+        from chat.streams import membership_changed
+        from tenants.models import Membership
+
+        post_save.connect(membership_changed, sender=Membership, dispatch_uid="chat-membership-saved")
+        post_delete.connect(membership_changed, sender=Membership, dispatch_uid="chat-membership-deleted")
+
         register_card(
             HomeCard(
                 key="chat",

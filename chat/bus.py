@@ -45,6 +45,7 @@ class Hub:
         self.log = log
         self.listeners: dict[int, set[Listener]] = {}
         self.stops: dict[tuple[int, int], Callable[[], None]] = {}
+        self.members: dict[tuple[int, int], set[Callable[[], None]]] = {}
         self.unsubscribe = log.subscribe(self.feed)
 
     async def listen(self, conversation_id: int, listener: Listener) -> None:
@@ -66,7 +67,27 @@ class Hub:
         self.stops[key] = callback
         return lambda: self.stops.pop(key, None)
 
+    def on_access_change(self, user_id: int, tenant_id: int, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` when the user's membership of the tenant changes (FrameLog.access_changed, any process);
+        returns the cancel function."""
+        key = (user_id, tenant_id)
+        self.members.setdefault(key, set()).add(callback)
+
+        def cancel() -> None:
+            callbacks = self.members.get(key)
+            if callbacks is not None:
+                callbacks.discard(callback)
+                if not callbacks:
+                    del self.members[key]
+
+        return cancel
+
     def feed(self, message: str) -> None:
+        if message.startswith("K "):
+            _kind, user, tenant = message.split(" ")
+            for callback in list(self.members.get((int(user), int(tenant)), ())):
+                callback()
+            return
         if message == "R":
             for listeners in list(self.listeners.values()):
                 for listener in list(listeners):

@@ -35,6 +35,9 @@ from tenants.consumers import TenantScopedJsonConsumer
 SYNC_DELAY_SECONDS = 1.0
 MAX_CONTENT_CHARS = 20_000
 MAX_CLIENT_ID_CHARS = 100
+# Close code of a socket whose user left the tenant or changed role: the page reconnects at once, and the connect
+# checks access again (a removed member then gets 4403).
+ACCESS_CHANGED_CLOSE = 4012
 # Inbox markers: catch up from the log (the bus reconnected); start live frames if the page has not said where it
 # resumes from (SYNC_DELAY_SECONDS after connect).
 _RESYNC = -1
@@ -99,6 +102,8 @@ class ChatConsumer(TenantScopedJsonConsumer):
         self.lock = asyncio.Lock()
         self.pump: asyncio.Task | None = None
         self.hub = hub_for(self.log)
+        # Removed from the tenant, or given another role: this socket closes; a reconnect checks access again.
+        self._unwatch = self.hub.on_access_change(self.scope["user"].pk, self.tenant.pk, self._access_changed)
         await self.hub.listen(conversation.pk, self)
         self.connect_seq, running = await self.log.state(conversation.pk)
         await self.accept()
@@ -112,9 +117,13 @@ class ChatConsumer(TenantScopedJsonConsumer):
             timer.cancel()
         if self.hub is not None:
             self.hub.unlisten(self.conversation.pk, self)
+            self._unwatch()
         if self.pump is not None:
             self.pump.cancel()
         # The turn is not ours to end: it runs on and is stored; other sockets (or a reconnect) get its frames.
+
+    def _access_changed(self) -> None:
+        asyncio.get_running_loop().create_task(self.close(code=ACCESS_CHANGED_CLOSE))
 
     # The hub's side (chat.bus.Listener): called on the event loop, never blocks.
     def deliver(self, seq: int, body: str) -> None:

@@ -22,7 +22,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.db import transaction
 
 from core.conf import setting
 
@@ -109,6 +111,11 @@ class FrameLog:
     async def stop_requested(self, conversation_id: int, turn_id: int) -> bool:
         raise NotImplementedError
 
+    async def access_changed(self, user_id: int, tenant_id: int) -> None:
+        """Tell every process that the user's place in the tenant changed (removed, or another role): their open
+        sockets of that tenant close, and a reconnect checks access again."""
+        raise NotImplementedError
+
 
 class MemoryFrameLog(FrameLog):
     """One process: plain dicts (no awaits inside a method, so each method is atomic on the event loop). Turns may
@@ -191,6 +198,9 @@ class MemoryFrameLog(FrameLog):
 
     async def stop_requested(self, conversation_id: int, turn_id: int) -> bool:
         return self.stops.get(conversation_id) == turn_id
+
+    async def access_changed(self, user_id: int, tenant_id: int) -> None:
+        self._publish(f"K {int(user_id)} {int(tenant_id)}")
 
 
 # One call for a whole batch: per conversation (KEYS: its counter, its sorted set) INCRBY the counter by its frame
@@ -332,6 +342,9 @@ class RedisFrameLog(FrameLog):
     async def stop_requested(self, conversation_id: int, turn_id: int) -> bool:
         return await self._client().get(self._key(conversation_id, "stop")) == str(turn_id)
 
+    async def access_changed(self, user_id: int, tenant_id: int) -> None:
+        await self._client().publish(self.channel, f"K {int(user_id)} {int(tenant_id)}")
+
 
 def redis_client(url: str) -> Any:
     """An asyncio Redis client on a bounded pool (REDIS_MAX_CONNECTIONS; a caller waits up to REDIS_POOL_TIMEOUT
@@ -422,3 +435,20 @@ def get_frame_log() -> FrameLog:
     if key not in _logs:
         _logs[key] = RedisFrameLog(url, prefix)
     return _logs[key]
+
+
+def membership_changed(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
+    """Signal receiver (chat.apps): once the change commits, tell every process to close the user's sockets of the
+    tenant. A new membership changes nothing for sockets that could not exist."""
+    if created:
+        return
+    user_id, tenant_id = instance.user_id, instance.tenant_id
+
+    def announce() -> None:
+        try:
+            async_to_sync(get_frame_log().access_changed)(user_id, tenant_id)
+        except Exception:  # the change is stored; sockets then close at their next reconnect at the latest
+            logger.warning("could not announce a membership change user=%s tenant=%s", user_id, tenant_id,
+                           exc_info=True)  # fmt: skip
+
+    transaction.on_commit(announce)

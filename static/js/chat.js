@@ -563,6 +563,12 @@
     });
     socket.addEventListener("close", function (event) {
       socket = null;
+      // 4012: the user's place in the tenant changed; connecting again checks whether they may still be here.
+      if (event.code === 4012) {
+        setStatus(labels.reconnecting);
+        window.setTimeout(connect, 100);
+        return;
+      }
       // 4xxx: the server refused this conversation (not found, not allowed); retrying cannot help.
       if (event.code >= 4000 && event.code < 5000) {
         setStatus(labels.failed);

@@ -300,3 +300,34 @@ async def test_turn_claims_are_exclusive_renewable_and_released_only_by_their_tu
     await log.release_turn(7, 70)
     assert await log.running_turn(7) is None and not await log.stop_requested(7, 70)
     assert await log.claim_turn(7, 71) is None
+
+
+async def test_an_open_socket_closes_when_the_membership_ends(tenant, member, conversation):
+    """The probe's finding: an open socket kept working after the user was removed from the tenant."""
+    from tenants.models import Membership
+
+    communicator = await _connect(member, tenant, conversation.pk)
+    await database_sync_to_async(Membership.objects.filter(user=member, tenant=tenant).delete)()
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4012}  # the page reconnects at once...
+    refused = await _socket(member, tenant, conversation.pk)
+    connected, code = await refused.connect()
+    assert not connected and code == 4403  # ...and is refused for good
+
+
+async def test_a_role_change_closes_the_socket_and_a_reconnect_checks_again(tenant, member, conversation):
+    from tenants.models import Membership, Role
+
+    communicator = await _connect(member, tenant, conversation.pk)
+    other = await _connect(member, tenant, conversation.pk)
+
+    def promote() -> None:
+        membership = Membership.objects.get(user=member, tenant=tenant)
+        membership.role = Role.ADMIN
+        membership.save()
+
+    await database_sync_to_async(promote)()
+    for socket in (communicator, other):
+        assert (await socket.receive_output(timeout=5))["type"] == "websocket.close"
+    again = await _connect(member, tenant, conversation.pk)  # still allowed: the page reconnects
+    await again.disconnect()
