@@ -1,5 +1,5 @@
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
 from api import rest, rest_knowledge, rest_plans, streaming, views
@@ -18,7 +18,8 @@ urlpatterns = [
     path("keys/", views.key_list, name="keys"),
     path("keys/<int:key_id>/revoke/", views.key_revoke_view, name="revoke"),
     path("v1/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("v1/docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="swagger"),
+    # The split view serves Swagger UI's start-up script as a file: the Content-Security-Policy allows no inline one.
+    path("v1/docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="swagger"),
     path("v1/redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
     path("v1/conversations/<int:conversation_id>/messages/stream/", streaming.send_stream, name="conversation-stream"),
     path("v1/", include(router.urls)),

@@ -80,6 +80,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.middleware.StaticFilesMiddleware",  # WhiteNoise, async-capable
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -93,11 +94,36 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
+# Content-Security-Policy: scripts and everything else from this site only (no inline script: pages load their
+# scripts from static/ and read data from json_script blocks); inline style attributes stay allowed (the admin's
+# widgets use them); no framing.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "worker-src": ["'self'", "blob:"],  # ReDoc's search runs in a worker it builds from a blob
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
 # Login throttling (django-axes), for the login page and the admin's: after LOGIN_FAILURE_LIMIT wrong passwords for
 # one username from one address, that pair is locked out for LOGIN_LOCKOUT_MINUTES (answer 429 with an explanation);
-# a successful login resets the count. Counted in the cache (Redis when REDIS_URL is set).
+# a successful login resets the count.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+# Counted in Redis when there is one (shared by every process), else in the database (the embedded default's local
+# memory cache is per process, which axes rightly refuses).
+AXES_HANDLER = (
+    "axes.handlers.cache.AxesCacheHandler"
+    if env.str("REDIS_URL", default="")
+    else "axes.handlers.database.AxesDatabaseHandler"
+)
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = datetime.timedelta(minutes=env.float("LOGIN_LOCKOUT_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
