@@ -12,8 +12,12 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from config.body_limit import install as install_body_limit  # noqa: E402
 from config.origin import SameOriginValidator  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
+
+# Daphne reads a whole request body before the application sees it: bound it while it is read.
+install_body_limit()
 
 # Everything imported so far lives as long as the process: move it out of the garbage collector's sight, so that a
 # full collection under load scans only what requests and turns allocate (measured in docs/operations.md).

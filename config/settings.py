@@ -309,6 +309,11 @@ if not DEBUG:
 # --- Models (llm/) ---
 # Fernet key(s) for provider API keys at rest, comma-separated (the first encrypts, all decrypt: rotation).
 # Empty: a key derived from SECRET_KEY with HKDF (changing SECRET_KEY then makes stored keys unreadable).
+# Request bodies larger than these are answered 413 while Daphne reads them (config.body_limit): uploads to knowledge
+# bases (several files of KNOWLEDGE_MAX_UPLOAD_BYTES each), and every other request.
+REQUEST_MAX_UPLOAD_BYTES = env.int("REQUEST_MAX_UPLOAD_BYTES", default=DEFAULTS["REQUEST_MAX_UPLOAD_BYTES"])
+REQUEST_MAX_BYTES = env.int("REQUEST_MAX_BYTES", default=DEFAULTS["REQUEST_MAX_BYTES"])
+
 # Model servers on private or loopback addresses (a local Ollama or vLLM): allowed for every provider when set;
 # otherwise only for providers the platform operator marks in the admin.
 LLM_ALLOW_PRIVATE_BASE_URLS = env.bool("LLM_ALLOW_PRIVATE_BASE_URLS", default=DEFAULTS["LLM_ALLOW_PRIVATE_BASE_URLS"])

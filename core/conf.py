@@ -33,6 +33,9 @@ DEFAULTS: dict[str, Any] = {
     "LLM_QUOTA_CACHE_SECONDS": 5.0,
     # The chat frame log's key prefix in Redis (tests use a fresh one per test).
     "CHAT_STREAM_PREFIX": "chat",
+    # Request bodies, bounded while Daphne reads them (config.body_limit): knowledge-base uploads, and the rest.
+    "REQUEST_MAX_UPLOAD_BYTES": 110_000_000,
+    "REQUEST_MAX_BYTES": 10_000_000,
     # Under load (docs/operations.md): seconds a streamed reply's deltas wait to be written together; turns a process
     # runs at once (0: no limit) and turns that may wait for a free place beyond that (more are refused as busy,
     # with a retry hint of CHAT_BUSY_RETRY_SECONDS).
