@@ -13,6 +13,12 @@ from tests.llm.test_admin import provider_form
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def _english_pages(client):
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "en"  # the site's default is zh-hans
+
+
 DEEP_YAML = "version: '1.0'\nname: deep\nsteps: " + "[" * 5000 + "]" * 5000 + "\n"
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
 

@@ -18,6 +18,12 @@ from tests.llm.test_admin import NEW_KEY, provider_form
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def _english_pages(client):
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "en"  # the site's default is zh-hans
+
+
 LOOPBACK_URLS = ["http://127.0.0.1:8081/v1", "http://[::1]:8081/v1", "http://169.254.169.254/v1",
                  "http://[::ffff:0:7f00:1]/v1", "http://localhost:11434/v1"]  # fmt: skip
 
