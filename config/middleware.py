@@ -7,30 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from core.middleware import DualModeMiddleware
 
-class StaticFilesMiddleware(WhiteNoiseMiddleware):
-    sync_capable = True
-    async_capable = True
 
+class StaticFilesMiddleware(DualModeMiddleware, WhiteNoiseMiddleware):
     def __init__(self, get_response: Any = None) -> None:
-        super().__init__(get_response)
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
+        WhiteNoiseMiddleware.__init__(self, get_response)
+        DualModeMiddleware.__init__(self, get_response)
 
-    def __call__(self, request: HttpRequest) -> Any:
-        if self.is_async:
-            return self.__acall__(request)
-        return super().__call__(request)
+    def handle(self, request: HttpRequest) -> Any:
+        return WhiteNoiseMiddleware.__call__(self, request)
 
     def _static_file(self, request: HttpRequest) -> Any:
         return self.find_file(request.path_info) if self.autorefresh else self.files.get(request.path_info)
 
-    async def __acall__(self, request: HttpRequest) -> Any:
+    async def ahandle(self, request: HttpRequest) -> Any:
         static_file = (
             await sync_to_async(self._static_file)(request) if self.autorefresh else self._static_file(request)
         )

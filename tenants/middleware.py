@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
+from core.middleware import DualModeMiddleware
 from tenants.scope import all_tenants, tenant_scope
 from tenants.selectors import resolve_membership
 
 SESSION_KEY = "active_tenant_id"
 
 
-class TenantScopeMiddleware:
+class TenantScopeMiddleware(DualModeMiddleware):
     """Sets request.tenant and request.membership from the session and runs the view inside that tenant's scope.
 
     A platform superuser in the admin sees every tenant (the admin shows a tenant column and filter). Works in both
@@ -24,22 +23,11 @@ class TenantScopeMiddleware:
     session and membership are read in one hop to the database thread.
     """
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> Any:
-        if self.is_async:
-            return self.__acall__(request)
+    def handle(self, request: HttpRequest) -> HttpResponse:
         with self._resolve(request):
             return self.get_response(request)
 
-    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+    async def ahandle(self, request: HttpRequest) -> HttpResponse:
         scope = await sync_to_async(self._resolve)(request)
         with scope:
             return await self.get_response(request)

@@ -12,23 +12,12 @@ from plans import services as plan_services
 from plans.models import StepRecord
 from tenants.models import Role
 from tenants.scope import tenant_scope
+from tests.agents.factories import echo_workflow_yaml
 from tests.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
 
-WORKFLOW = """version: '1.0'
-name: 'Quote flow'
-steps:
-  - id: 'start'
-    type: 'input'
-    output:
-      name: 'question'
-      type: 'str'
-  - id: 'answer'
-    type: 'output'
-    inputs:
-      question: '{question}'
-"""
+WORKFLOW = echo_workflow_yaml("Quote flow")
 
 
 @pytest.fixture

@@ -27,29 +27,14 @@ from plans import services as plan_services
 from plans.models import StepRecord
 from tenants.models import Membership, Role, TenantOwned
 from tenants.scope import all_tenants, tenant_scope
+from tests.agents.factories import echo_workflow_yaml
 from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
 
 pytestmark = pytest.mark.django_db
 
 MARK = "FOREIGNMARK"
-WORKFLOW = f"""
-version: '1.0'
-name: '{MARK} workflow'
-description: '{MARK}'
-steps:
-  - id: 'start'
-    type: 'input'
-    output:
-      name: 'question'
-      type: 'str'
-  - id: 'answer'
-    type: 'output'
-    inputs:
-      question: '{{question}}'
-    output:
-      description: '{MARK}'
-"""
+WORKFLOW = echo_workflow_yaml(f"{MARK} workflow", description=MARK)
 ALLOWED = {301, 302, 400, 401, 403, 404, 405}
 # Routes that end the session under test (they hold no tenant data).
 SKIPPED = {"/accounts/logout/", "/admin/logout/"}

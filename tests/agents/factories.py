@@ -15,3 +15,21 @@ class AgentFactory(factory.django.DjangoModelFactory):
     model = "gpt-4"
     kind = AgentKind.CHAT
     token_overflow_config = factory.LazyFunction(lambda: {"strategy": "none"})
+
+
+def echo_workflow_yaml(name: str, description: str = "") -> str:
+    """The smallest valid workflow document: an input step and an output step that gives the input back."""
+    return f"""version: '1.0'
+name: '{name}'
+description: '{description}'
+steps:
+  - id: 'start'
+    type: 'input'
+    output:
+      name: 'question'
+      type: 'str'
+  - id: 'answer'
+    type: 'output'
+    inputs:
+      question: '{{question}}'
+"""

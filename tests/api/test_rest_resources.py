@@ -13,6 +13,7 @@ from api.models import KeyScope
 from knowledge.models import Document
 from plans import services as plan_services
 from tenants.scope import tenant_scope
+from tests.agents.factories import echo_workflow_yaml
 from tests.llm.factories import LLMCallFactory
 
 pytestmark = pytest.mark.django_db
@@ -149,19 +150,7 @@ def test_stop_without_a_running_reply_says_so(published, member, make_key, tenan
     assert response.status_code == 200 and response.json() == {"stopped": False}
 
 
-WORKFLOW = """version: '1.0'
-name: 'Echo flow'
-steps:
-  - id: 'start'
-    type: 'input'
-    output:
-      name: 'question'
-      type: 'str'
-  - id: 'answer'
-    type: 'output'
-    inputs:
-      question: '{question}'
-"""
+WORKFLOW = echo_workflow_yaml("Echo flow")
 
 
 def test_workflows_validate_list_and_runs_keep_members_apart(tenant, member, tenant_admin, make_key, published):
