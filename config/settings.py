@@ -362,5 +362,12 @@ KNOWLEDGE_MODEL_DIR = env.str("KNOWLEDGE_MODEL_DIR", default=DEFAULTS["KNOWLEDGE
 KNOWLEDGE_STALLED_AFTER_SECONDS = env.int(
     "KNOWLEDGE_STALLED_AFTER_SECONDS", default=DEFAULTS["KNOWLEDGE_STALLED_AFTER_SECONDS"]
 )
-# With eager Celery (no worker), ingest on a background thread of the web process so uploads answer at once.
+# With eager Celery (no worker), ingest on background threads of the web process so uploads answer at once: one
+# document at a time per tenant, tenants side by side on KNOWLEDGE_INGEST_THREADS threads.
 KNOWLEDGE_INGEST_IN_THREAD = env.bool("KNOWLEDGE_INGEST_IN_THREAD", default=DEFAULTS["KNOWLEDGE_INGEST_IN_THREAD"])
+KNOWLEDGE_INGEST_THREADS = env.int("KNOWLEDGE_INGEST_THREADS", default=DEFAULTS["KNOWLEDGE_INGEST_THREADS"])
+# What one document may become once read: bytes unpacked from a .docx, PDF pages, characters, chunks.
+KNOWLEDGE_MAX_UNPACKED_BYTES = env.int("KNOWLEDGE_MAX_UNPACKED_BYTES", default=DEFAULTS["KNOWLEDGE_MAX_UNPACKED_BYTES"])
+KNOWLEDGE_MAX_PAGES = env.int("KNOWLEDGE_MAX_PAGES", default=DEFAULTS["KNOWLEDGE_MAX_PAGES"])
+KNOWLEDGE_MAX_CHARACTERS = env.int("KNOWLEDGE_MAX_CHARACTERS", default=DEFAULTS["KNOWLEDGE_MAX_CHARACTERS"])
+KNOWLEDGE_MAX_CHUNKS = env.int("KNOWLEDGE_MAX_CHUNKS", default=DEFAULTS["KNOWLEDGE_MAX_CHUNKS"])

@@ -56,6 +56,15 @@ DEFAULTS: dict[str, Any] = {
     "KNOWLEDGE_MODEL_DIR": "",
     "KNOWLEDGE_STALLED_AFTER_SECONDS": 600,
     "KNOWLEDGE_INGEST_IN_THREAD": True,
+    # What one document may become once unpacked and read (knowledge.parsing.check_limits): the bytes inside a
+    # .docx, PDF pages, characters of text, chunks. A document over a limit fails with the reason on its row.
+    "KNOWLEDGE_MAX_UNPACKED_BYTES": 100_000_000,
+    "KNOWLEDGE_MAX_PAGES": 2000,
+    "KNOWLEDGE_MAX_CHARACTERS": 5_000_000,
+    "KNOWLEDGE_MAX_CHUNKS": 20_000,
+    # The embedded default's ingestion threads: documents of different tenants ingest side by side (one at a time
+    # per tenant), so one tenant's big document never holds back another tenant's small one.
+    "KNOWLEDGE_INGEST_THREADS": 2,
 }
 
 

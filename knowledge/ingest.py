@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import numpy as np
 from django.db import transaction
@@ -22,11 +23,12 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from core.conf import setting
 from knowledge.chunking import ChunkDraft, chunk_sections
 from knowledge.embedders import Embedder, EmbedderError, embedder_for
 from knowledge.keyword import terms_for
 from knowledge.models import Chunk, Document, DocumentStatus, IngestStage, KnowledgeBase
-from knowledge.parsing import ParseError, parse_document
+from knowledge.parsing import ParseError, over_limit, parse_document
 from tenants.models import Tenant
 from tenants.scope import all_tenants, tenant_scope
 
@@ -42,6 +44,10 @@ WRITE_BATCH = 500
 
 class IngestError(Exception):
     """A stage failed for a reason the user can act on; the message goes on the document's row."""
+
+
+class IngestCancelled(Exception):
+    """The document was deleted, or its file replaced, while it was ingested: the work stops (nothing is stored)."""
 
 
 class _Progress:
@@ -93,6 +99,9 @@ def ingest_in_scope(*, document_id: int) -> str:
     progress.stage, progress.percent = IngestStage.PARSE, 0
     try:
         outcome = _run_stages(document, progress)
+    except IngestCancelled:
+        logger.info("document %s (%s): deleted or replaced while ingested; stopped", document.pk, document.name)
+        return "gone"
     except (ParseError, EmbedderError, IngestError) as exc:
         _fail(document, str(exc))
         logger.info("document %s (%s) failed at %s: %s", document.pk, document.name, progress.stage, exc)
@@ -121,10 +130,15 @@ def _run_stages(document: Document, progress: _Progress) -> str:
     drafts = chunk_sections(sections, chunk_size=knowledge_base.chunk_size, chunk_overlap=knowledge_base.chunk_overlap)
     if not drafts:
         raise ParseError(_("No text was found in the file."))
+    if len(drafts) > setting("KNOWLEDGE_MAX_CHUNKS"):
+        raise over_limit(_("%(count)s chunks") % {"count": f"{len(drafts):,}"}, "KNOWLEDGE_MAX_CHUNKS")
+
+    def still_wanted() -> bool:
+        return Document.objects.filter(pk=document.pk, file=file_name).exists()
 
     progress.set(IngestStage.EMBED, STAGE_START[IngestStage.EMBED])
     embedder = embedder_for(knowledge_base)
-    vectors = embed_in_batches(embedder, [draft.text for draft in drafts], progress)
+    vectors = embed_in_batches(embedder, [draft.text for draft in drafts], progress, still_wanted)
 
     progress.set(IngestStage.INDEX, STAGE_START[IngestStage.INDEX])
     terms = [" ".join(terms_for(draft.text)) for draft in drafts]
@@ -143,13 +157,22 @@ def _read(document: Document) -> bytes:
         raise IngestError(_("The uploaded file is missing from storage. Upload it again.")) from exc
 
 
-def embed_in_batches(embedder: Embedder, texts: list[str], progress: _Progress | None = None) -> np.ndarray:
+def embed_in_batches(
+    embedder: Embedder,
+    texts: list[str],
+    progress: _Progress | None = None,
+    still_wanted: Callable[[], bool] | None = None,
+) -> np.ndarray:
     """Embeddings of `texts` (rows in the same order), computed shortest first in batches of EMBED_BATCH, with
-    progress moving from the embed stage's start to the index stage's start after each batch."""
+    progress moving from the embed stage's start to the index stage's start after each batch. Before each batch
+    after the first, `still_wanted()` (one query) says whether the document still exists as it was; if not,
+    IngestCancelled."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     rows: np.ndarray | None = None
     start_percent, end_percent = STAGE_START[IngestStage.EMBED], STAGE_START[IngestStage.INDEX]
     for start in range(0, len(order), EMBED_BATCH):
+        if start and still_wanted is not None and not still_wanted():
+            raise IngestCancelled
         batch = order[start : start + EMBED_BATCH]
         vectors = np.asarray(embedder.embed([texts[i] for i in batch]), dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(batch) or vectors.shape[1] == 0:

@@ -96,7 +96,8 @@ def file_type_for(name: str) -> str:
 
 
 def parse_document(data: bytes, file_type: str) -> list[Section]:
-    """Check and parse `data` as `file_type`; the sections that have text. ParseError when nothing can be read."""
+    """Check and parse `data` as `file_type`; the sections that have text. ParseError when nothing can be read, or
+    when the text is longer than KNOWLEDGE_MAX_CHARACTERS."""
     parser = parser_for(file_type)
     if not data:
         raise ParseError(_("The file is empty."))
@@ -104,7 +105,18 @@ def parse_document(data: bytes, file_type: str) -> list[Section]:
     sections = [s for s in parser.parse(data) if s.text.strip()]
     if not sections:
         raise ParseError(_("No text was found in the file."))
+    characters = sum(len(section.text) for section in sections)
+    if characters > setting("KNOWLEDGE_MAX_CHARACTERS"):
+        raise over_limit(_("%(count)s characters of text") % {"count": f"{characters:,}"}, "KNOWLEDGE_MAX_CHARACTERS")
     return sections
+
+
+def over_limit(what: str, name: str) -> ParseError:
+    """The error of a document over one of the operator's limits (`name`), saying what it had and what is allowed."""
+    return ParseError(
+        _("The document has %(what)s; this platform takes at most %(limit)s (%(name)s). Split it into smaller files.")
+        % {"what": what, "limit": f"{setting(name):,}", "name": name}
+    )
 
 
 # --- text ------------------------------------------------------------------------------------------------------
@@ -288,6 +300,8 @@ class PDFParser(Parser):
             reader = PdfReader(io.BytesIO(data))
             if reader.is_encrypted and not reader.decrypt(""):
                 raise ParseError(_("The PDF is protected by a password. Upload a copy without the password."))
+            if len(reader.pages) > setting("KNOWLEDGE_MAX_PAGES"):
+                raise over_limit(_("%(count)s pages") % {"count": f"{len(reader.pages):,}"}, "KNOWLEDGE_MAX_PAGES")
             sections = []
             for number, page in enumerate(reader.pages, start=1):
                 text = page.extract_text() or ""
@@ -316,6 +330,17 @@ class DocxParser(Parser):
     def check(self, data: bytes) -> None:
         if not data.startswith(b"PK") or not zipfile.is_zipfile(io.BytesIO(data)):
             raise ParseError(_("The file is not a Word .docx document. Old .doc files must be saved as .docx first."))
+        # A .docx is a zip: what it unpacks to is read from its directory before anything is unpacked.
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                unpacked = sum(member.file_size for member in archive.infolist())
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            raise ParseError(
+                _("The Word document is damaged and cannot be read (%(reason)s).") % {"reason": exc}
+            ) from exc
+        if unpacked > setting("KNOWLEDGE_MAX_UNPACKED_BYTES"):
+            raise over_limit(_("%(count)s bytes once unpacked") % {"count": f"{unpacked:,}"},
+                             "KNOWLEDGE_MAX_UNPACKED_BYTES")  # fmt: skip
 
     def parse(self, data: bytes) -> list[Section]:
         import docx

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,6 +20,7 @@ from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from core.conf import setting
 from knowledge.models import Document, DocumentStatus, IngestStage, KnowledgeBase
 from knowledge.parsing import ParseError, file_type_for, max_upload_bytes
 from tenants.models import Tenant
@@ -123,27 +126,57 @@ def _checked_upload(name: str, content: bytes) -> str:
     return document_check_upload(name=name, size=len(content))
 
 
-_background: ThreadPoolExecutor | None = None
+class _IngestLine:
+    """The embedded default has no worker: uploads are ingested on background threads of this process, so the
+    upload answers at once and the page shows the progress, as it does with a Celery worker. One document at a time
+    per tenant, tenants side by side on KNOWLEDGE_INGEST_THREADS threads, and a tenant with more documents goes to
+    the back of the line after each one: one tenant's big document never holds back another tenant's small one."""
 
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.waiting: dict[int, deque[int]] = {}
+        self.executor: ThreadPoolExecutor | None = None
 
-def _ingest_in_background(tenant_id: int, document_id: int) -> None:
-    """The embedded default has no worker: ingest on one background thread of this process, so the upload answers
-    at once and the page shows the progress, as it does with a Celery worker."""
-    global _background
-    if _background is None:
-        _background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowledge-ingest")
+    def submit(self, tenant_id: int, document_id: int) -> None:
+        with self.lock:
+            line = self.waiting.get(tenant_id)
+            if line is not None:  # the tenant's turn is already taken or booked: wait in its line
+                line.append(document_id)
+                return
+            self.waiting[tenant_id] = deque([document_id])
+            if self.executor is None:
+                threads = max(1, int(setting("KNOWLEDGE_INGEST_THREADS")))
+                self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="knowledge-ingest")
+            executor = self.executor
+        executor.submit(self._one, tenant_id)
 
-    def run() -> None:
+    def _one(self, tenant_id: int) -> None:
         from django.db import close_old_connections
 
         from knowledge.tasks import ingest_document
 
+        with self.lock:
+            document_id = self.waiting[tenant_id].popleft()
         try:
             ingest_document(tenant_id, document_id)
+        except Exception:
+            logger.exception("background ingestion of document %s failed", document_id)
         finally:
             close_old_connections()
+            with self.lock:
+                more = bool(self.waiting[tenant_id])
+                if not more:
+                    del self.waiting[tenant_id]
+                executor = self.executor
+            if more and executor is not None:
+                executor.submit(self._one, tenant_id)  # to the back of the line: other tenants go first
 
-    _background.submit(run)
+
+_ingest_line = _IngestLine()
+
+
+def _ingest_in_background(tenant_id: int, document_id: int) -> None:
+    _ingest_line.submit(tenant_id, document_id)
 
 
 def _queue_ingest(document: Document, queue: bool = True) -> None:
