@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import random
 
+import hypothesis
 import pytest
 from django.utils.functional import Promise
+from hypothesis import strategies as st
 
 from llm.tokens import REPLY_PRIMING, count_messages
 from memory import overflow
@@ -267,52 +269,69 @@ def assert_valid_request(sent: tuple[StoredMessage, ...]) -> None:
         position += 1
 
 
+def check_window(messages: list[StoredMessage], cfg: OverflowConfig, fixed: int, context: str = "") -> None:
+    """Every invariant of a strategy's choice: a valid request (no split tool pair, no orphan), every message sent,
+    dropped or queued for the summary exactly once, the counts right, the budget kept unless the newest user message
+    alone exceeds it, older messages leaving first."""
+    window = select(messages, cfg, fixed_tokens=fixed)
+    position = {m.id: i for i, m in enumerate(messages)}
+    sent = ids(window.messages)
+    assert sent == sorted(sent, key=position.__getitem__), context
+    assert_valid_request(window.messages)
+
+    every = set(position)
+    assert set(sent) | set(window.dropped_ids) | set(window.summarize_ids) == every, context
+    assert len(sent) + len(window.dropped_ids) + len(window.summarize_ids) == len(every), context
+    by_id = {m.id: m for m in messages}
+    assert window.tokens_sent == fixed + sum(m.token_count for m in window.messages), context
+    assert window.tokens_saved == sum(by_id[i].token_count for i in every - set(sent)), context
+
+    users = [m for m in messages if m.role == "user"]
+    if users:
+        assert users[-1].id in sent, context
+    if window.budget is not None and window.over_budget:
+        assert fixed + users[-1].token_count > window.budget, context
+    elif window.budget is not None:
+        assert window.tokens_sent <= window.budget, context
+
+    # Older messages go first: apart from the newest user message, what is sent is the newest sendable ones.
+    newest_user = {users[-1].id} if users else set()
+    sendable = [m.id for m in messages if m.id not in window.unpaired_ids and m.id not in newest_user]
+    rest = [i for i in sent if i not in newest_user]
+    if rest:
+        assert rest == sendable[-len(rest) :], context
+    if cfg.strategy == "none":
+        assert sent == [m.id for m in messages if m.id not in window.unpaired_ids], context
+    if cfg.strategy != "summarize":
+        assert window.summarize_ids == (), context
+    else:
+        assert set(window.dropped_ids) == set(window.unpaired_ids), context
+    # Exactly one system message reaches the model, first, whatever the window holds.
+    request = build_model_messages(system_prompt="You help.", summary=None, window=window)
+    assert [m["role"] for m in request].count("system") == 1 and request[0]["role"] == "system", context
+
+
+def random_config(rng: random.Random) -> OverflowConfig:
+    return OverflowConfig(
+        strategy=rng.choice(["none", "sliding_window", "summarize"]),
+        max_tokens=rng.choice([1000, 4096, 8192, 20000]),
+        reserve_ratio=rng.choice([0, 0.1, 0.25]),
+        summary_threshold=rng.randint(2, 30),
+    )
+
+
 def test_invariants_hold_for_every_strategy_over_random_conversations():
     rng = random.Random(4)
-    for _case in range(1500):
-        messages = random_conversation(rng)
-        cfg = OverflowConfig(
-            strategy=rng.choice(["none", "sliding_window", "summarize"]),
-            max_tokens=rng.choice([1000, 4096, 8192, 20000]),
-            reserve_ratio=rng.choice([0, 0.1, 0.25]),
-            summary_threshold=rng.randint(2, 30),
-        )
-        fixed = rng.randint(0, 800)
-        window = select(messages, cfg, fixed_tokens=fixed)
-        context = f"case {_case}: {cfg} fixed={fixed}"
+    for case in range(1500):
+        messages, cfg, fixed = random_conversation(rng), random_config(rng), rng.randint(0, 800)
+        check_window(messages, cfg, fixed, f"case {case}: {cfg} fixed={fixed}")
 
-        position = {m.id: i for i, m in enumerate(messages)}
-        sent = ids(window.messages)
-        assert sent == sorted(sent, key=position.__getitem__), context
-        assert_valid_request(window.messages)
 
-        every = set(position)
-        assert set(sent) | set(window.dropped_ids) | set(window.summarize_ids) == every, context
-        assert len(sent) + len(window.dropped_ids) + len(window.summarize_ids) == len(every), context
-        by_id = {m.id: m for m in messages}
-        assert window.tokens_sent == fixed + sum(m.token_count for m in window.messages), context
-        assert window.tokens_saved == sum(by_id[i].token_count for i in every - set(sent)), context
-
-        users = [m for m in messages if m.role == "user"]
-        if users:
-            assert users[-1].id in sent, context
-        if window.budget is not None and window.over_budget:
-            assert fixed + users[-1].token_count > window.budget, context
-        elif window.budget is not None:
-            assert window.tokens_sent <= window.budget, context
-
-        # Older messages go first: apart from the newest user message, what is sent is the newest sendable ones.
-        newest_user = {users[-1].id} if users else set()
-        sendable = [m.id for m in messages if m.id not in window.unpaired_ids and m.id not in newest_user]
-        rest = [i for i in sent if i not in newest_user]
-        if rest:
-            assert rest == sendable[-len(rest) :], context
-        if cfg.strategy == "none":
-            assert sent == [m.id for m in messages if m.id not in window.unpaired_ids], context
-        if cfg.strategy != "summarize":
-            assert window.summarize_ids == (), context
-        else:
-            assert set(window.dropped_ids) == set(window.unpaired_ids), context
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(rng=st.randoms(use_true_random=False), fixed=st.integers(min_value=0, max_value=2000))
+def test_invariants_hold_for_every_strategy_by_hypothesis(rng, fixed):
+    """The same invariants, with Hypothesis choosing (and, on a failure, shrinking) the conversation and config."""
+    check_window(random_conversation(rng), random_config(rng), fixed)
 
 
 # --- what goes to the model -------------------------------------------------------------------------------------
