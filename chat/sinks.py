@@ -3,12 +3,15 @@ to the conversation's sockets in every process (chat.bus)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from agents import frames
 from chat.bus import writer_for
 from chat.streams import FrameLog, get_frame_log
 from core.markdown import render_markdown
+
+logger = logging.getLogger("chat.sinks")
 
 
 def page_frame(frame: frames.Frame) -> dict[str, Any]:
@@ -27,7 +30,11 @@ class ChannelSink:
     batching writer (chat.bus), which numbers it and publishes it to every socket of the conversation.
 
     A delta returns at once (it may be merged with the next ones; its seq is given at the flush); any other frame
-    waits until it is logged and returns it with its seq, so the turn's end is stored before the turn ends."""
+    waits until it is logged and returns it with its seq, so the turn's end is stored before the turn ends.
+
+    When the frame log is unavailable (Redis restarting), the frame is not logged and the turn goes on: its reply
+    is stored in the database all the same, and a page reads it from there when it loads (the live frames of
+    those seconds are what is lost, never the reply)."""
 
     def __init__(self, conversation_id: int, log: FrameLog | None = None) -> None:
         self.conversation_id = conversation_id
@@ -39,10 +46,15 @@ class ChannelSink:
     async def emit(self, frame: frames.Frame) -> dict[str, Any]:
         data = self.render(frame)
         writer = writer_for(self.log)
-        if isinstance(frame, frames.Delta):
-            writer.write(self.conversation_id, data, wait=False)
+        try:
+            if isinstance(frame, frames.Delta):
+                writer.write(self.conversation_id, data, wait=False)
+                return data
+            return await writer.write(self.conversation_id, data, wait=True)
+        except Exception:
+            logger.warning("frame log unavailable: a %s frame of conversation %s was not logged; the turn goes on",
+                           frame.type, self.conversation_id, exc_info=True)  # fmt: skip
             return data
-        return await writer.write(self.conversation_id, data, wait=True)
 
     async def flush(self) -> None:
         """Return once every frame emitted so far is logged (a caller that ends its event loop after deltas)."""

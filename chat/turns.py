@@ -236,7 +236,10 @@ async def _run(log: FrameLog, conversation: Conversation, message: Message, sink
         return None
     finally:
         watcher.cancel()
-        await asyncio.shield(log.release_turn(conversation.pk, message.pk))
+        try:
+            await asyncio.shield(log.release_turn(conversation.pk, message.pk))
+        except Exception:  # the frame log is unavailable: the claim expires by itself (streams.TURN_TTL)
+            logger.warning("turn claim not released conversation=%s", conversation.pk, exc_info=True)
 
 
 async def request_stop(*, conversation_id: int) -> bool:
