@@ -1,0 +1,73 @@
+"""The database connection dropped in the middle of a turn (PostgreSQL: every backend of the test database
+terminated while the model streams): the turn ends with a clear error or finishes on a fresh connection, the user's
+message stays stored, and the conversation answers the next message."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+import pytest
+from django.db import connection, connections
+
+from chat import streams, turns
+from core.db import database_sync_to_async
+from memory.models import Message
+from tenants.scope import tenant_scope
+from tests.chat.test_consumer import _connect, _send
+from tests.chat.test_consumer import conversation as conversation  # the fixture
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only(transactional_db, settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("terminating database connections needs PostgreSQL")
+    settings.CHAT_STREAM_PREFIX = f"test-dbdrop-{uuid.uuid4().hex[:8]}"
+    streams._memory_log.__init__()
+    yield
+    # The test's own connection was terminated too: give the test database's clean-up a fresh one.
+    for each in connections.all(initialized_only=True):
+        with contextlib.suppress(Exception):
+            each.close()
+
+
+def _terminate_other_backends() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+async def test_a_dropped_connection_mid_turn_keeps_the_message_and_the_conversation(member, tenant, conversation,
+                                                                                    scripted_llm):  # fmt: skip
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 80, "delay": 0.02}})
+    page = await _connect(member, tenant, conversation.pk)
+    await page.send_json_to(_send("keep this question"))
+    for _ in range(4):
+        await page.receive_json_from(timeout=5)
+    await asyncio.to_thread(_terminate_other_backends)
+    frames = []
+    while not frames or frames[-1]["type"] not in ("done", "error") or frames[-1].get("status") == "partial":
+        frames.append(await page.receive_json_from(timeout=20))
+    await asyncio.wait_for(turns.wait_turns(), timeout=30)
+    last = frames[-1]
+    assert last["type"] == "done" or (last["type"] == "error" and last["message"])
+
+    def stored() -> list[tuple[str, str]]:
+        with tenant_scope(tenant):
+            return list(Message.objects.filter(conversation=conversation).order_by("id").values_list("role", "content"))
+
+    rows = await database_sync_to_async(stored)()
+    assert rows[0] == ("user", "keep this question")
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "still here"}})
+    await page.send_json_to(_send("and now?"))
+    after = []
+    while not after or after[-1]["type"] not in ("done", "error"):
+        after.append(await page.receive_json_from(timeout=20))
+    assert after[-1]["type"] == "done" and after[-1]["status"] == "complete"
+    await page.disconnect()
