@@ -28,10 +28,14 @@ def _postgresql_only(transactional_db, settings):
     settings.CHAT_STREAM_PREFIX = f"test-dbdrop-{uuid.uuid4().hex[:8]}"
     streams._memory_log.__init__()
     yield
-    # The test's own connection was terminated too: give the test database's clean-up a fresh one.
+    # Every connection was terminated, the test's own and the pool's idle ones (with the pool's per-checkout check
+    # off, DATABASE_HEALTH_CHECKS, each would fail once when next used): start the next test on fresh ones.
     for each in connections.all(initialized_only=True):
         with contextlib.suppress(Exception):
             each.close()
+        if hasattr(each, "close_pool"):
+            with contextlib.suppress(Exception):
+                each.close_pool()
 
 
 def _terminate_other_backends() -> int:
