@@ -43,7 +43,7 @@ from core.db import database_sync_to_async
 from llm import errors
 from memory.models import Conversation, Role
 from memory.selectors import access_conversation
-from memory.services import messages_import
+from memory.services import messages_import, title_from
 from tenants.scope import tenant_scope
 
 logger = logging.getLogger("api.openai")
@@ -239,11 +239,6 @@ def parse_completion_request(raw: bytes, headers: Any) -> CompletionRequest:
     )
 
 
-def _title(content: str) -> str:
-    words = " ".join(content.split())
-    return (words[:60] + "…") if len(words) > 60 else words
-
-
 @dataclass
 class Prepared:
     access: KeyAccess
@@ -272,7 +267,7 @@ def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
                 raise ApiError(404, _("No such conversation of this agent."), code="conversation_not_found",
                                param="metadata.conversation_id")  # fmt: skip
         else:
-            conversation = conversation_start(agent=agent, user=access.user, title=_title(ask.content))
+            conversation = conversation_start(agent=agent, user=access.user, title=title_from(ask.content))
             messages_import(conversation=conversation, messages=ask.history)
     return Prepared(access=access, agent=agent, conversation=conversation)
 

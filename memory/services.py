@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -75,6 +75,15 @@ def conversation_create(
     return conversation
 
 
+TITLE_CHARS = 40
+
+
+def title_from(text: str) -> str:
+    """A conversation title from its first message: the first words, on one line, at most TITLE_CHARS characters."""
+    words = " ".join((text or "").split())
+    return words if len(words) <= TITLE_CHARS else words[: TITLE_CHARS - 1].rstrip() + "…"
+
+
 def message_add(
     *,
     conversation: Conversation,
@@ -113,7 +122,11 @@ def message_add(
                 context = ConversationContext.objects.select_for_update().get(conversation=conversation)
                 context.active_messages = [*context.active_messages, message.pk]
                 context.save(update_fields=["active_messages", "updated_at"])
-            Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
+            changes: dict[str, Any] = {"updated_at": timezone.now()}
+            if role == Role.USER and not conversation.title:
+                # An untitled conversation is named after its first message (in the same statement).
+                changes["title"] = Case(When(title="", then=Value(title_from(content))), default=F("title"))
+            Conversation.objects.filter(pk=conversation.pk).update(**changes)
     except IntegrityError:
         # The same client_id arrived twice at once: the other request stored it.
         if client_id:

@@ -34,3 +34,11 @@ def test_healthz_reports_a_stopped_redis_as_failing(client):
     assert "error" in data["checks"]["broker"]
     # A probe must answer quickly even when a service is down.
     assert data["checks"]["broker"]["ms"] < 10_000
+
+
+def test_the_favicon_is_served(client):
+    """The admin asked for /favicon.ico and got a 404 (a newcomer's finding)."""
+    response = client.get("/favicon.ico", follow=True)
+    assert response.status_code == 200 and response.redirect_chain
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    assert b"<svg" in body

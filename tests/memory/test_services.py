@@ -116,3 +116,21 @@ def test_conversations_are_scoped_to_their_tenant(make_agent, member, tenant, ot
             message_add(conversation=conversation, role="user", content="planted")
     with no_scope(), pytest.raises(TenantScopeError):
         list(Conversation.objects.all())
+
+
+@pytest.mark.django_db
+def test_an_untitled_conversation_is_named_after_its_first_message(tenant, member):
+    """The probe of a newcomer: conversation titles used global ids ("会话 10" as a tenant's first conversation)."""
+    from agents.services import agent_create, conversation_start
+    from memory.models import Conversation
+    from memory.services import message_add
+
+    with tenant_scope(tenant):
+        agent = agent_create(tenant=tenant, name="Titler")
+        conversation = conversation_start(agent=agent, user=member)
+        first = "  我家屋顶朝南，\n适合装多少千瓦的光伏板？再问一个很长的问题  "
+        message_add(conversation=conversation, role="user", content=first)
+        message_add(conversation=conversation, role="assistant", content="大约 5 千瓦。")
+        message_add(conversation=conversation, role="user", content="第二个问题")
+        title = Conversation.objects.get(pk=conversation.pk).title
+    assert title.startswith("我家屋顶朝南， 适合装多少千瓦的光伏板？") and len(title) <= 40
