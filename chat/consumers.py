@@ -35,6 +35,9 @@ from tenants.consumers import TenantScopedJsonConsumer
 SYNC_DELAY_SECONDS = 1.0
 MAX_CONTENT_CHARS = 20_000
 MAX_CLIENT_ID_CHARS = 100
+# Refusal codes of a socket's own message (besides busy and overloaded).
+EMPTY_MESSAGE = "empty_message"
+MESSAGE_TOO_LONG = "message_too_long"
 # Close code of a socket whose user left the tenant or changed role: the page reconnects at once, and the connect
 # checks access again (a removed member then gets 4403).
 ACCESS_CHANGED_CLOSE = 4012
@@ -174,15 +177,14 @@ class ChatConsumer(TenantScopedJsonConsumer):
 
     async def _user_message(self, content: dict[str, Any]) -> None:
         client_id, text = content.get("client_id"), content.get("content")
-        if (
-            not isinstance(client_id, str)
-            or not client_id.strip()
-            or len(client_id) > MAX_CLIENT_ID_CHARS
-            or not isinstance(text, str)
-            or not text.strip()
-            or len(text) > MAX_CONTENT_CHARS
-        ):
+        if not isinstance(client_id, str) or not client_id.strip() or len(client_id) > MAX_CLIENT_ID_CHARS:
             await self._reject(errors.BAD_REQUEST, client_id=client_id if isinstance(client_id, str) else None)
+            return
+        if not isinstance(text, str) or not text.strip():
+            await self._reject(EMPTY_MESSAGE, client_id=client_id)
+            return
+        if len(text) > MAX_CONTENT_CHARS:
+            await self._reject(MESSAGE_TOO_LONG, client_id=client_id)
             return
         if self.conversation.parent_id is not None:  # a plan step's conversation is read-only
             await self._reject(errors.BAD_REQUEST, client_id=client_id)
@@ -229,6 +231,14 @@ class ChatConsumer(TenantScopedJsonConsumer):
                 text = gettext(
                     "The platform is busy and did not take your message. It is sent again in %(seconds)s s."
                 ) % {"seconds": retry_after}
+        elif code == EMPTY_MESSAGE:
+            with override(self.language):
+                text = gettext("The message is empty. Write something first.")
+        elif code == MESSAGE_TOO_LONG:
+            with override(self.language):
+                text = gettext(
+                    "The message is longer than %(max)s characters. Shorten it, or put long text in a knowledge base."
+                ) % {"max": MAX_CONTENT_CHARS}
         else:
             text = errors.message_for(code, self.language)
         await self._send_own(frames.Error(code=code, message=text, client_id=client_id, retry_after=retry_after))

@@ -13,6 +13,7 @@ from agents.models import Agent
 from agents.selectors import agent_get
 from agents.services import conversation_start as start_conversation
 from chat import selectors
+from chat.consumers import MAX_CONTENT_CHARS
 from memory.models import Conversation
 from memory.selectors import access_conversation
 from tenants.decorators import may_administer, tenant_required
@@ -41,6 +42,7 @@ def _labels() -> dict[str, object]:
         "reconnecting": _("Connection lost, reconnecting…"),
         "thinking": _("Writing a reply…"),
         "summarised": _("Older messages were summarised to fit the context window."),
+        "tooLong": _("%(count)s / %(max)s characters: shorten the message to send it."),
         "windowed": _("Older messages were dropped by the sliding window (%(saved)s tokens saved)."),
     }
 
@@ -104,6 +106,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
             "chat_config": {
                 "wsPath": f"/ws/chat/{conversation.pk}/",
                 "lastSeq": selectors.stream_resume_seq(conversation_id=conversation.pk),
+                "maxChars": MAX_CONTENT_CHARS,
             },
             "chat_labels": _labels(),
             "plan": selectors.conversation_plan(conversation=conversation),

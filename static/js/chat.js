@@ -70,8 +70,25 @@
   function setRunning(value) {
     running = value;
     if (stopButton) stopButton.hidden = !value;
-    if (sendButton) sendButton.disabled = value;
+    updateSendable();
     if (!value) setStatus("");
+  }
+
+  // Send is offered only for something to send: not while a reply is written, not for an empty or blank message,
+  // not over the length the server takes (a counter says so next to the button).
+  function updateSendable() {
+    var text = input ? input.value : "";
+    var limit = Number(config.maxChars) || 0;
+    var tooLong = limit > 0 && text.length > limit;
+    var counter = document.getElementById("chat-count");
+    if (counter) {
+      var near = limit > 0 && text.length > limit * 0.9;
+      counter.hidden = !near;
+      counter.classList.toggle("over", tooLong);
+      var template = tooLong ? labels.tooLong : "%(count)s / %(max)s";
+      counter.textContent = near ? format(template, { count: text.length, max: limit }) : "";
+    }
+    if (sendButton) sendButton.disabled = running || !text.trim() || tooLong;
   }
 
   function hideEmpty() {
@@ -584,12 +601,14 @@
   function submit() {
     if (!input) return;
     var content = input.value.replace(/\s+$/, "");
-    if (!content.trim() || running) return;
+    var limit = Number(config.maxChars) || 0;
+    if (!content.trim() || running || (limit > 0 && content.length > limit)) return;
     var clientId = newClientId();
     pending = { clientId: clientId, content: content };
     addUserBubble(content, clientId);
     input.value = "";
     setRunning(true);
+    updateSendable();
     setStatus(labels.thinking);
     if (!send({ type: "user_message", client_id: clientId, content: content })) setStatus(labels.connecting);
   }
@@ -601,6 +620,8 @@
     });
   }
   if (input) {
+    input.addEventListener("input", updateSendable);
+    updateSendable();
     input.addEventListener("keydown", function (event) {
       // Enter sends, Shift+Enter adds a line; Enter that confirms an input-method composition does neither.
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {

@@ -168,3 +168,30 @@ def test_a_frame_lost_on_the_way_is_caught_up_by_the_page_without_a_reload(
     assert texts and all(stored.startswith(text) for text in texts), [t for t in texts if not stored.startswith(t)]
     assert page.locator(".chat-assistant").count() == 1
     assert page.locator(".chat-assistant .chat-body").inner_text().strip() == stored.strip()
+
+
+def test_the_composer_offers_send_only_for_something_it_can_send(asgi_live_server, demo, page_for):
+    """A newcomer's findings: an empty message was ignored without a word, a 20,000-character one accepted."""
+    base = asgi_live_server.url
+    page = page_for("zh-CN")
+    log_in(page, base, "energy-member")
+    page.goto(f"{base}/chat/")
+    page.select_option("#id_agent", label=AGENT_NAME)
+    page.click("#new-conversation-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/chat/\d+/$"))
+    send = page.locator("#chat-send")
+    assert send.is_disabled()
+    page.fill("#chat-input", "   \n  ")
+    assert send.is_disabled()
+    page.fill("#chat-input", "你好")
+    assert send.is_enabled()
+    page.fill("#chat-input", "字" * 20_001)
+    assert send.is_disabled()
+    counter = page.locator("#chat-count")
+    assert counter.is_visible() and "20001 / 20000" in counter.inner_text() and "缩短" in counter.inner_text()
+    page.press("#chat-input", "Enter")  # refused on the page: nothing is sent
+    assert page.locator(".chat-user").count() == 0
+    page.fill("#chat-input", "短一点")
+    page.press("#chat-input", "Enter")
+    page.wait_for_selector(".chat-assistant .chat-usage", timeout=20_000)
+    assert send.is_disabled() and not counter.is_visible()

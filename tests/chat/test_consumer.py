@@ -331,3 +331,22 @@ async def test_a_role_change_closes_the_socket_and_a_reconnect_checks_again(tena
         assert (await socket.receive_output(timeout=5))["type"] == "websocket.close"
     again = await _connect(member, tenant, conversation.pk)  # still allowed: the page reconnects
     await again.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("content", "code", "language", "words"),
+    [
+        ("   \n ", "empty_message", "en", "The message is empty."),
+        ("   \n ", "empty_message", "zh-hans", "消息为空"),
+        ("x" * 20_001, "message_too_long", "en", "longer than 20000 characters"),
+    ],
+)
+async def test_an_empty_or_too_long_message_is_refused_with_a_reason(member, tenant, conversation, content, code,
+                                                                     language, words):  # fmt: skip
+    socket = await _connect(member, tenant, conversation.pk, language=language)
+    await socket.send_json_to({"type": "user_message", "client_id": "c-1", "content": content})
+    refusal = await socket.receive_json_from(timeout=5)
+    assert refusal["type"] == "error" and refusal["code"] == code and words in refusal["message"]
+    assert refusal["client_id"] == "c-1" and refusal.get("seq") is None
+    assert await database_sync_to_async(_messages)(tenant, conversation) == []
+    await socket.disconnect()
