@@ -25,8 +25,10 @@ def conversation_list(*, user: AbstractBaseUser) -> list[Conversation]:
 
 
 def agents_for_new_conversation() -> list[Agent]:
-    """The scope's active agents a conversation can start with."""
-    return list(Agent.objects.filter(active=True).only("id", "name", "description").order_by("name"))
+    """The scope's active agents a conversation can start with: published ones (a draft's changes are not live
+    until published, as the agent pages say)."""
+    agents = Agent.objects.filter(active=True, versions__isnull=False).distinct()
+    return list(agents.only("id", "name", "description").order_by("name"))
 
 
 @dataclass

@@ -68,12 +68,13 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 @tenant_required
 @require_POST
 def conversation_start(request: HttpRequest) -> HttpResponse:
-    """Start a conversation with one of the tenant's active agents; another tenant's agent is a 404."""
+    """Start a conversation with one of the tenant's active, published agents (a draft is tried from its agent page
+    once published); another tenant's agent is a 404."""
     try:
         agent = agent_get(agent_id=int(request.POST.get("agent", "")))
     except (ValueError, Agent.DoesNotExist):
         raise Http404("No such agent.") from None
-    if not agent.active:
+    if not agent.active or agent.published_version() is None:
         raise Http404("No such agent.")
     conversation = start_conversation(agent=agent, user=request.user)
     return redirect("chat:conversation", conversation_id=conversation.pk)

@@ -271,3 +271,16 @@ def test_conversation_list_queries_are_bounded(login, member, tenant, django_ass
     client = login(member, tenant)
     with django_assert_max_num_queries(10):
         assert client.get(reverse("chat:list")).status_code == 200
+
+
+def test_a_draft_is_not_offered_in_the_chat_nor_started(login, member, tenant):
+    """A newcomer's finding: an agent saved but never published was offered in the chat, first, and answered."""
+    _agent(tenant, name="Published one")
+    with tenant_scope(tenant):
+        draft = agent_create(tenant=tenant, name="A draft", system_prompt="Not ready.", model="gpt-4")
+    client = login(member, tenant)
+    page = client.get(reverse("chat:list")).content.decode()
+    assert "Published one" in page and "A draft" not in page
+    assert client.post(reverse("chat:start"), {"agent": draft.pk}).status_code == 404
+    with tenant_scope(tenant):
+        assert not Conversation.objects.exists()
