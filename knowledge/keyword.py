@@ -5,7 +5,9 @@ Two layers, so that a better normaliser never needs a re-ingest:
   search-mode segmentation of Chinese runs (a long word and its shorter words, so "人工智能" also yields
   "人工" and "智能").
 - `index_terms(terms)` is applied by the BM25 index to the stored terms and to the query alike: stop words
-  dropped, English plurals folded (a minimal S-stemmer, as Lucene's EnglishMinimalStemmer).
+  dropped, English plurals folded (a minimal S-stemmer, as Lucene's EnglishMinimalStemmer), letters split from
+  digits ("gpt4" -> "gpt" "4", as "GPT-4" and "GPT 4" give; "cvpr2022" -> "cvpr" "2022").
+Text is NFKC-normalised first, so full-width letters and digits ("ＧＰＴ－４") read as their ASCII forms.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import copy
 import math
 import re
 import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -71,7 +74,7 @@ def latin_share(text: str) -> float:
 def terms_for(text: str) -> list[str]:
     """The terms of `text` as stored for BM25, in order (repeats kept)."""
     terms: list[str] = []
-    for match in _WORD.finditer(text):
+    for match in _WORD.finditer(unicodedata.normalize("NFKC", text)):
         word = match.group(0).lower()
         if has_cjk(word):
             terms.extend(t for t in _segmenter().cut_for_search(word) if t.strip())
@@ -93,15 +96,22 @@ def stem(word: str) -> str:
     return word
 
 
+_LETTERS_OR_DIGITS = re.compile(r"[a-z]+|[0-9]+")
+
+
 def index_terms(terms: Iterable[str]) -> list[str]:
-    """Stored (or query) terms as the BM25 index counts them: stop words out, English plurals folded."""
+    """Stored (or query) terms as the BM25 index counts them: stop words out, English plurals folded, letters split
+    from digits."""
     out = []
     for term in terms:
         if term in STOP_WORDS:
             continue
         if term.endswith(("'s", "’s")):
             term = term[:-2]
-        out.append(stem(term))
+        if term.isascii() and term.isalnum() and not (term.isalpha() or term.isdigit()):
+            out.extend(stem(part) for part in _LETTERS_OR_DIGITS.findall(term) if part not in STOP_WORDS)
+        else:
+            out.append(stem(term))
     return out
 
 

@@ -91,3 +91,19 @@ def test_a_segment_without_some_chunks_scores_as_an_index_of_the_others():
         assert scores[[1, 4]].tolist() == [0.0, 0.0]  # the masked chunks never score
         np.testing.assert_allclose(scores[[0, 2, 3]], fresh.scores(query), rtol=1e-6)
     assert masked.without([2]) is masked and whole.without([99]) is whole
+
+
+def test_letters_and_digits_match_however_they_are_written():
+    """GPT4 / GPT-4 / GPT 4 / ＧＰＴ－４ and CVPR2022 / CVPR 2022 are the same terms (they did not match before)."""
+    forms = ["GPT4", "GPT-4", "GPT 4", "gpt4", "ＧＰＴ－４", "ＧＰＴ４"]
+    assert {tuple(index_terms(terms_for(form))) for form in forms} == {("gpt", "4")}
+    assert index_terms(terms_for("CVPR2022")) == index_terms(terms_for("CVPR 2022")) == ["cvpr", "2022"]
+    assert index_terms(terms_for("２０２２年")) == index_terms(terms_for("2022年"))
+
+
+def test_a_query_finds_the_other_spelling():
+    texts = ["GPT-4 costs twenty dollars a month.", "Papers accepted at CVPR 2022 on detection.", "Panels face south."]
+    index = _index(texts)
+    assert index.search("GPT4 price", 1).ids.tolist() == [1]
+    assert index.search("CVPR2022 papers", 1).ids.tolist() == [2]
+    assert index.search("ＣＶＰＲ２０２２", 1).ids.tolist() == [2]
