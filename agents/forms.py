@@ -6,6 +6,7 @@ One form for the admin (AgentForm, with the tenant field for platform superusers
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from memory.overflow import (
     DEFAULT_RESERVE_RATIO,
     DEFAULT_SUMMARY_THRESHOLD,
     MAX_RESERVE_RATIO,
+    MIN_EXCHANGE_TOKENS,
     MIN_SUMMARY_THRESHOLD,
     MODEL_PRESETS,
     STRATEGY_CHOICES,
@@ -27,6 +29,7 @@ from memory.overflow import (
     STRATEGY_SUMMARIZE,
     OverflowConfig,
     OverflowConfigError,
+    fixed_tokens,
 )
 from tenants.models import Tenant
 from tenants.scope import current_tenant
@@ -113,7 +116,8 @@ class AgentForm(forms.ModelForm):
         min_value=1,
         help_text=_(
             "The model's context window, e.g. 8192 for GPT-4 (8K); required for the sliding window and summarize, "
-            "and at most the chosen model's window."
+            "at most the chosen model's window, and at least what one exchange needs: the system prompt, a short "
+            "message and the reply's reserve."
         ),
     )
     overflow_reserve_ratio = forms.FloatField(
@@ -202,8 +206,30 @@ class AgentForm(forms.ModelForm):
             self.add_error(OVERFLOW_FIELDS.get(exc.field), exc.message)
             return cleaned
         self._check_context_window(config, cleaned)
+        self._check_room_for_an_exchange(config, cleaned)
         self.instance.token_overflow_config = config.to_dict()
         return cleaned
+
+    def _check_room_for_an_exchange(self, config: OverflowConfig, cleaned: dict[str, Any]) -> None:
+        """The budget must hold the system prompt and a short exchange, or every turn goes out over it (a budget of
+        10 tokens was accepted and the chat then sent 13 without a word)."""
+        if config.budget is None or "overflow_max_tokens" in self.errors:
+            return
+        provider = cleaned.get("provider") or self._default_provider()
+        model = cleaned.get("model") or (provider.default_chat_model if provider else "") or "gpt-4"
+        system = fixed_tokens(system_prompt=cleaned.get("system_prompt") or "", summary=None, model=model)
+        needed = system + MIN_EXCHANGE_TOKENS
+        if config.budget < needed:
+            least = math.ceil(needed / (1 - config.reserve_ratio))
+            self.add_error(
+                "overflow_max_tokens",
+                _(
+                    "%(max)s tokens leave %(budget)s after the reply's reserve, but the system prompt alone takes "
+                    "%(system)s and a short message needs about %(message)s more: enter at least %(least)s."
+                )
+                % {"max": config.max_tokens, "budget": config.budget, "system": system,
+                   "message": MIN_EXCHANGE_TOKENS, "least": least},
+            )  # fmt: skip
 
     def _check_context_window(self, config: OverflowConfig, cleaned: dict[str, Any]) -> None:
         if config.max_tokens is None or "provider" in self.errors or "model" in self.errors:

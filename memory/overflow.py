@@ -70,6 +70,10 @@ RECALLED_HEADING = "## Things you remember about this user / 关于该用户的�
 # --- configuration ----------------------------------------------------------------------------------------------
 
 
+# Tokens a budget must hold beyond the system prompt: one short user message (agents.forms checks it).
+MIN_EXCHANGE_TOKENS = 64
+
+
 class OverflowConfigError(ValueError):
     """A token_overflow_config that cannot be used; `field` names the offending key, `message` is translatable."""
 

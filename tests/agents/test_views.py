@@ -322,3 +322,16 @@ def test_pages_render_in_chinese(login, tenant_admin, tenant, agents):
         response = client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans")
         assert response.status_code == 200, url
         assert '<html lang="zh-hans">' in response.content.decode()
+
+
+def test_max_tokens_must_hold_the_system_prompt_and_a_short_message(login, tenant_admin, tenant, provider):
+    """A newcomer's finding: a sliding window of 10 tokens saved, and the chat then sent 13 without a word."""
+    client = login(tenant_admin, tenant)
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "en"
+    response = client.post(reverse("agents:create"), _form(overflow_max_tokens="10"))
+    assert response.status_code == 200
+    errors = response.context["form"].errors["overflow_max_tokens"]
+    assert "enter at least" in errors[0] and "the system prompt alone takes" in errors[0]
+    least = int(errors[0].rsplit("enter at least ", 1)[1].rstrip("."))
+    assert least > 64
+    assert client.post(reverse("agents:create"), _form(overflow_max_tokens=str(least))).status_code == 302
