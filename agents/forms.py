@@ -258,6 +258,16 @@ class AgentForm(forms.ModelForm):
         """The strategy-dependent fields with the strategies they belong to (space-separated, for the script)."""
         return [(self[name], " ".join(strategies)) for name, strategies in FIELD_STRATEGIES.items()]
 
+    def tool_rows(self) -> list[tuple[Any, str, str]]:
+        """The tools field as table rows: (its checkbox, the tool's name, what it does in the active language)."""
+        from agents.tools import get_tool
+
+        rows = []
+        for checkbox in self["tools"]:
+            tool = get_tool(checkbox.data["value"])
+            rows.append((checkbox, checkbox.data["value"], tool.description() if tool is not None else ""))
+        return rows
+
     def preset_tokens(self) -> dict[str, int]:
         return dict(PRESET_TOKENS)
 

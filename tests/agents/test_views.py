@@ -335,3 +335,18 @@ def test_max_tokens_must_hold_the_system_prompt_and_a_short_message(login, tenan
     least = int(errors[0].rsplit("enter at least ", 1)[1].rstrip("."))
     assert least > 64
     assert client.post(reverse("agents:create"), _form(overflow_max_tokens=str(least))).status_code == 302
+
+
+def test_the_tools_are_a_table_of_checkbox_name_and_description(login, tenant_admin, tenant, provider):
+    """A newcomer's finding: the Tools section ran on as one paragraph, checkboxes far from their labels."""
+    client = login(tenant_admin, tenant)
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "en"
+    page = client.get(reverse("agents:create")).content.decode()
+    table = page.split('id="tool-table"', 1)[1].split("</table>", 1)[0]
+    row = table.split('data-tool="http_request"', 1)[1].split("</tr>", 1)[0]
+    assert 'type="checkbox"' in row and 'value="http_request"' in row
+    assert "<code>http_request</code>" in row and "HTTP" in row
+    created = client.post(reverse("agents:create"), _form(tools=["http_request", "deep_think"]))
+    assert created.status_code == 302
+    with tenant_scope(tenant):
+        assert sorted(Agent.objects.get(name="Grid helper").tools) == ["deep_think", "http_request"]
