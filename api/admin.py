@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import secrets as _secrets
-
 from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -12,7 +10,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from api.keys import KEY_START, hash_secret, key_revoke
+from api.keys import hash_secret, key_revoke, new_secret
 from api.models import ApiKey, KeyScope
 from tenants.admin import TenantOwnedAdmin
 
@@ -51,8 +49,7 @@ class ApiKeyAdmin(TenantOwnedAdmin):
     def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool) -> None:
         if not change:
             obj.user = request.user
-            obj.prefix = KEY_START + _secrets.token_hex(5)
-            obj._secret = f"{obj.prefix}.{_secrets.token_urlsafe(32)}"
+            obj.prefix, obj._secret = new_secret()
             obj.secret_hash = hash_secret(obj._secret)
         super().save_model(request, obj, form, change)
 

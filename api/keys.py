@@ -8,6 +8,7 @@ import hmac
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -19,6 +20,8 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from api.models import ApiKey, KeyScope
+from memory.models import Conversation
+from memory.selectors import access_conversation
 from tenants.models import Membership, Role, Tenant
 from tenants.scope import all_tenants
 
@@ -30,6 +33,12 @@ LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 def hash_secret(secret: str) -> str:
     """The stored form of a key: its SHA-256. Keys are 40+ random characters, so a fast hash is what fits."""
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def new_secret() -> tuple[str, str]:
+    """A fresh key: its visible prefix and the whole secret (`ak-<prefix>.<random>`), of which only the hash is kept."""
+    prefix = KEY_START + secrets.token_hex(5)
+    return prefix, f"{prefix}.{secrets.token_urlsafe(32)}"
 
 
 def key_create(
@@ -53,8 +62,7 @@ def key_create(
         raise ValidationError({"agents": _("Choose agents of this tenant.")})
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationError({"expires_at": _("Choose a time in the future.")})
-    prefix = KEY_START + secrets.token_hex(5)
-    secret = f"{prefix}.{secrets.token_urlsafe(32)}"
+    prefix, secret = new_secret()
     key = ApiKey(
         tenant=tenant,
         user=user,
@@ -82,11 +90,12 @@ def key_revoke(*, key: ApiKey) -> ApiKey:
 class KeyRefused(Exception):
     """A request's key is missing, wrong, revoked, expired or lacks a scope. `status` is the HTTP status."""
 
-    def __init__(self, code: str, message: str, status: int = 401) -> None:
+    def __init__(self, code: str, message: str, status: int = 401, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -107,12 +116,17 @@ class KeyAccess:
                 status=403,
             )
 
+    @cached_property
+    def chosen_agent_ids(self) -> frozenset[int]:
+        """The agents the key was limited to when it was made (empty: every agent), read once per request."""
+        return frozenset(self.key.agents.values_list("pk", flat=True))
+
     def agents(self) -> QuerySet[Agent]:
         """The agents the key reaches: published, active, and the key's own choice when it made one. Run in the
         key's tenant scope."""
         agents = Agent.objects.filter(active=True, versions__isnull=False).distinct()
-        if self.key.agents.exists():
-            agents = agents.filter(pk__in=self.key.agents.values("pk"))
+        if self.chosen_agent_ids:
+            agents = agents.filter(pk__in=self.chosen_agent_ids)
         return agents
 
 
@@ -159,3 +173,15 @@ def authenticate_key(secret: str | None) -> KeyAccess:
             Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_RESOLUTION)
         ).update(last_used_at=now)
     return KeyAccess(key=key, tenant=key.tenant, user=key.user, membership=membership)
+
+
+def caller_conversation(*, conversation_id: int, user: Any, membership: Any, access: KeyAccess | None) -> Conversation:
+    """The conversation an API caller may read and write: memory.selectors.access_conversation's rule, never a plan
+    step's internal one, and for a key only one of the agents it reaches. Conversation.DoesNotExist otherwise. Run
+    in the caller's tenant scope."""
+    conversation = access_conversation(conversation_id=conversation_id, user=user, membership=membership)
+    if conversation.parent_id is not None:
+        raise Conversation.DoesNotExist
+    if access is not None and not access.agents().filter(pk=conversation.agent_id).exists():
+        raise Conversation.DoesNotExist
+    return conversation

@@ -33,16 +33,15 @@ from agents.models import Agent
 from agents.runtime import TurnResult, TurnStatus
 from agents.services import conversation_start
 from agents.sinks import QueueSink
-from api.keys import KeyAccess, KeyRefused, authenticate_key, bearer_secret
+from api.keys import KeyAccess, KeyRefused, caller_conversation
 from api.models import KeyScope
-from api.throttling import throttle_wait
+from api.throttling import admit
 from chat import turns
 from core.bounded import loads_json
 from core.conf import setting
 from core.db import database_sync_to_async
 from llm import errors
 from memory.models import Conversation, Role
-from memory.selectors import access_conversation
 from memory.services import messages_import, title_from
 from tenants.scope import tenant_scope
 
@@ -76,28 +75,16 @@ class ApiError(Exception):
         return response
 
 
-def _refused(exc: KeyRefused) -> ApiError:
-    kind = "permission_error" if exc.status == 403 else "authentication_error"
-    return ApiError(exc.status, exc.message, code=exc.code, kind=kind)
+KEY_ERROR_KINDS = {403: "permission_error", 429: "rate_limit_error"}
 
 
 def _access(authorization: str | None, *scopes: str) -> KeyAccess:
-    """The request's key, checked against the throttle and `scopes` (any of them; run on the database thread)."""
+    """The request's key, checked for `scopes` (any of them) and the key's rate (run on the database thread)."""
     try:
-        access = authenticate_key(bearer_secret(authorization))
-        access.require(*scopes)
+        return admit(authorization, *scopes)
     except KeyRefused as exc:
-        raise _refused(exc) from None
-    wait = throttle_wait(access)
-    if wait is not None:
-        raise ApiError(
-            429,
-            _("Too many requests with this API key. Retry in %(seconds)s s.") % {"seconds": max(1, round(wait))},
-            code="rate_limit_exceeded",
-            kind="rate_limit_error",
-            retry_after=wait,
-        )
-    return access
+        kind = KEY_ERROR_KINDS.get(exc.status, "authentication_error")
+        raise ApiError(exc.status, exc.message, code=exc.code, kind=kind, retry_after=exc.retry_after) from None
 
 
 def _model_entry(agent: Agent, owner: str) -> dict[str, Any]:
@@ -258,12 +245,12 @@ def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
             )  # fmt: skip
         if ask.conversation_id is not None:
             try:
-                conversation = access_conversation(
-                    conversation_id=ask.conversation_id, user=access.user, membership=access.membership
+                conversation = caller_conversation(
+                    conversation_id=ask.conversation_id, user=access.user, membership=access.membership, access=access
                 )
             except Conversation.DoesNotExist:
                 conversation = None
-            if conversation is None or conversation.agent_id != agent.pk or conversation.parent_id is not None:
+            if conversation is None or conversation.agent_id != agent.pk:
                 raise ApiError(404, _("No such conversation of this agent."), code="conversation_not_found",
                                param="metadata.conversation_id")  # fmt: skip
         else:

@@ -29,11 +29,11 @@ from agents.services import agent_create, agent_publish, agent_update, conversat
 from agents.workflows.schema import WorkflowValidationError
 from agents.workflows.services import workflow_runs_for, workflow_validate
 from api.authentication import HasScope, TenantScopedApiView, administers, key_access
+from api.keys import caller_conversation
 from api.models import KeyScope
 from chat import turns
 from llm import errors
 from memory.models import Conversation, Message
-from memory.selectors import access_conversation
 
 MAX_CONTENT_CHARS = 20_000
 
@@ -123,8 +123,7 @@ def _agents_for(request: Request) -> QuerySet[Agent]:
     if access is None:
         return agents
     if access.key.has_scope(KeyScope.WRITE) and administers(request):
-        chosen = access.key.agents.values("pk")
-        return agents.filter(pk__in=chosen) if access.key.agents.exists() else agents
+        return agents.filter(pk__in=access.chosen_agent_ids) if access.chosen_agent_ids else agents
     return agents.filter(pk__in=access.agents().values("pk"))
 
 
@@ -363,17 +362,14 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
 
     def get_object(self) -> Conversation:
         try:
-            conversation = access_conversation(
-                conversation_id=int(self.kwargs["pk"]), user=self.request.user, membership=self.request.membership
+            return caller_conversation(
+                conversation_id=int(self.kwargs["pk"]),
+                user=self.request.user,
+                membership=self.request.membership,
+                access=key_access(self.request),
             )
         except (Conversation.DoesNotExist, ValueError):
             raise exceptions.NotFound(_("No such conversation.")) from None
-        access = key_access(self.request)
-        if conversation.parent_id is not None or (
-            access is not None and not access.agents().filter(pk=conversation.agent_id).exists()
-        ):
-            raise exceptions.NotFound(_("No such conversation."))
-        return conversation
 
     @extend_schema(request=ConversationCreateSerializer, responses={201: ConversationSerializer})
     def create(self, request: Request) -> Response:

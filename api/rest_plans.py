@@ -71,8 +71,8 @@ class PlanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
         if not administers(self.request):
             plans = plans.filter(conversation__user_id=self.request.user.pk)
         access = key_access(self.request)
-        if access is not None and access.key.agents.exists():
-            plans = plans.filter(conversation__agent__in=access.key.agents.values("pk"))
+        if access is not None and access.chosen_agent_ids:
+            plans = plans.filter(conversation__agent__in=access.chosen_agent_ids)
         return plans
 
     def get_object(self) -> Plan:

@@ -18,14 +18,13 @@ from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 
 from agents.sinks import QueueSink
-from api.keys import KeyRefused, authenticate_key, bearer_secret
+from api.keys import KeyRefused, bearer_secret, caller_conversation
 from api.models import KeyScope
-from api.throttling import throttle_wait
+from api.throttling import admit
 from chat import turns
 from core.bounded import loads_json
 from core.db import database_sync_to_async
 from memory.models import Conversation
-from memory.selectors import access_conversation
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
@@ -73,20 +72,13 @@ def _body(raw: bytes) -> tuple[str, str]:
 
 def _prepare(request: HttpRequest, conversation_id: int) -> Send:
     """Who asks (key or session), and the conversation they may write to (one hop to the database thread)."""
-    secret = bearer_secret(request.headers.get("Authorization"))
-    agents = None
-    if secret is not None:
+    access = None
+    if bearer_secret(request.headers.get("Authorization")) is not None:
         try:
-            access = authenticate_key(secret)
-            access.require(KeyScope.CHAT)
+            access = admit(request.headers.get("Authorization"), KeyScope.CHAT)
         except KeyRefused as exc:
-            raise Refused(exc.status, exc.code, exc.message) from None
-        if (wait := throttle_wait(access)) is not None:
-            raise Refused(429, "throttled", _("Too many requests with this API key. Retry in %(seconds)s s.")
-                          % {"seconds": max(1, round(wait))}, retry_after=wait)  # fmt: skip
+            raise Refused(exc.status, exc.code, exc.message, retry_after=exc.retry_after) from None
         tenant, user, membership = access.tenant, access.user, access.membership
-        with tenant_scope(tenant):
-            agents = set(access.agents().values_list("pk", flat=True))
     else:
         user, tenant, membership = request.user, getattr(request, "tenant", None), getattr(request, "membership", None)
         if not user.is_authenticated:
@@ -98,15 +90,11 @@ def _prepare(request: HttpRequest, conversation_id: int) -> Send:
     content, client_id = _body(request.body)
     with tenant_scope(tenant):
         try:
-            conversation = access_conversation(conversation_id=conversation_id, user=user, membership=membership)
+            conversation = caller_conversation(
+                conversation_id=conversation_id, user=user, membership=membership, access=access
+            )
         except Conversation.DoesNotExist:
-            conversation = None
-        if (
-            conversation is None
-            or conversation.parent_id is not None
-            or (agents is not None and conversation.agent_id not in agents)
-        ):
-            raise Refused(404, "not_found", _("No such conversation."))
+            raise Refused(404, "not_found", _("No such conversation.")) from None
     return Send(tenant=tenant, conversation=conversation, content=content, client_id=client_id)
 
 
