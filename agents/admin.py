@@ -40,6 +40,7 @@ class AgentAdmin(TenantOwnedAdmin):
         (None, {"fields": ["tenant", "name", "slug", "description", "kind", "active"]}),
         (_("Model"), {"fields": ["system_prompt", "provider", "model", "temperature"]}),
         (_("Tools and knowledge"), {"fields": ["tools", "knowledge_bases"]}),
+        (_("Long-term memory"), {"fields": ["long_term_memory", "memory_extraction"]}),
         (
             _("Token management"),
             {

@@ -43,6 +43,9 @@ class AgentConfig:
     version_id: int | None
     # The version names its model (else `model` is the provider's default; plan steps then use the execution tier).
     model_is_own: bool = False
+    # Long-term memory (memory.longterm): recalled before each turn, extracted after it by this mode.
+    long_term_memory: bool = False
+    memory_extraction: str = "model"
 
     @property
     def language(self) -> str:
@@ -90,6 +93,8 @@ def agent_config(
         workflow_yaml=snapshot.get("workflow_yaml"),
         version_id=version.pk if version is not None else None,
         model_is_own=bool(own_model),
+        long_term_memory=bool(snapshot.get("long_term_memory")),
+        memory_extraction=str(snapshot.get("memory_extraction") or "model"),
     )
 
 

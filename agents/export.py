@@ -23,7 +23,10 @@ from core.bounded import TooDeep, check_yaml_depth
 
 FORMAT = "agent-platform/agent"
 FORMAT_VERSION = 1
-FIELDS = ("name", "description", "system_prompt", "model", "temperature", "kind", "tools", "token_overflow_config")
+FIELDS = (
+    "name", "description", "system_prompt", "model", "temperature", "kind", "tools", "token_overflow_config",
+    "long_term_memory", "memory_extraction",
+)  # fmt: skip
 
 
 class AgentImportError(Exception):
@@ -52,7 +55,11 @@ _Dumper.add_representer(_Literal, _literal)
 def agent_export(*, agent: Agent) -> str:
     """The agent as a YAML document."""
     data: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION}
-    data["agent"] = {name: getattr(agent, name) for name in FIELDS}
+    # Choices as plain strings (an enum member is not YAML).
+    data["agent"] = {
+        name: str(value) if isinstance(value, str) else value
+        for name, value in ((name, getattr(agent, name)) for name in FIELDS)
+    }
     data["agent"]["token_overflow_config"] = agent.overflow_config().to_dict()
     workflow = Workflow.objects.filter(agent=agent).first()
     if workflow is not None:

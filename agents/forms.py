@@ -14,7 +14,7 @@ from django import forms
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
-from agents.models import Agent
+from agents.models import Agent, MemoryExtraction
 from agents.services import EDITABLE_FIELDS
 from memory.overflow import (
     DEFAULT_RESERVE_RATIO,
@@ -150,6 +150,8 @@ class AgentForm(forms.ModelForm):
             "model",
             "temperature",
             "tools",
+            "long_term_memory",
+            "memory_extraction",
             "knowledge_bases",
         ]
         widgets = {"knowledge_bases": forms.CheckboxSelectMultiple}
@@ -158,6 +160,8 @@ class AgentForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.tenant = tenant
         self.fields["tools"].choices = tool_choices()
+        if "memory_extraction" in self.fields:
+            self.fields["memory_extraction"].required = False  # left out: by the model
         if self.instance.pk:
             try:
                 config = OverflowConfig.from_dict(self.instance.token_overflow_config).to_dict()
@@ -166,6 +170,9 @@ class AgentForm(forms.ModelForm):
             for key, field in OVERFLOW_FIELDS.items():
                 if config.get(key) is not None:
                     self.initial[field] = config[key]
+
+    def clean_memory_extraction(self) -> str:
+        return self.cleaned_data.get("memory_extraction") or MemoryExtraction.MODEL
 
     # --- the tenant's providers and models ----------------------------------------------------------------------
 

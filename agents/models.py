@@ -52,7 +52,14 @@ SNAPSHOT_FIELDS = (
     "kind",
     "tools",
     "token_overflow_config",
+    "long_term_memory",
+    "memory_extraction",
 )
+
+
+class MemoryExtraction(models.TextChoices):
+    MODEL = "model", _("by the model (a separate call after each turn)")
+    RULES = "rules", _("by rules (offline: one event per message, no model call)")
 
 
 class Agent(TenantOwned):
@@ -100,6 +107,21 @@ class Agent(TenantOwned):
         default=default_overflow_config,
         blank=True,
         help_text=_("What happens when a conversation outgrows the model's context window."),
+    )
+    long_term_memory = models.BooleanField(
+        _("long-term memory"),
+        default=False,
+        help_text=_(
+            "Remember each user across conversations: events of every turn, memories the agent chooses to keep, "
+            "and old turns of a long conversation, recalled into the next turns."
+        ),
+    )
+    memory_extraction = models.CharField(
+        _("event extraction"),
+        max_length=10,
+        choices=MemoryExtraction.choices,
+        default=MemoryExtraction.MODEL,
+        help_text=_("How the events of a turn are found, after the reply (the reply never waits for it)."),
     )
     knowledge_bases = models.ManyToManyField(
         "knowledge.KnowledgeBase",

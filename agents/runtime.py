@@ -24,6 +24,7 @@ from agents.config import AgentConfig, conversation_config
 from core.db import database_sync_to_async
 from llm import errors
 from llm.errors import LLMError
+from memory.longterm.recall import Recalled, after_turn, recall_for_turn
 from memory.models import Conversation, ConversationContext, Message, MessageStatus
 from memory.services import assistant_message_finish
 
@@ -103,6 +104,9 @@ class TurnContext:
     index: int = 0
     # What the context's overflow strategy did this turn (the done frame reports it); set by runners that build one.
     strategy: dict[str, Any] | None = None
+    # Long-term memory recalled for this turn (agents with long-term memory); runners that build a model request
+    # put its lines in the system message, and the reply's step frame says what was used.
+    recalled: Recalled = field(default_factory=Recalled)
     usage: Usage = Usage()
     _text: list[str] = field(default_factory=list)
 
@@ -156,6 +160,8 @@ class TurnContext:
             conversation=self.conversation, content=text, usage=self.usage.stored()
         )
         data = data or {}
+        if self.recalled.used and "memories" not in data:
+            data = {**data, "memories": self.recalled.used}
         await self.sink.emit(
             frames.Step.response(index=self.index, status=str(status), content=text, intent=intent, data=data)
         )
@@ -268,4 +274,24 @@ async def run_turn(
         tool_context=tool_context,
         index=index,
     )
-    return await runner_for(config.kind).execute(turn)
+    if config.long_term_memory:
+        turn.recalled = await database_sync_to_async(_recall)(conversation, user_message, config)
+    result = await runner_for(config.kind).execute(turn)
+    if config.long_term_memory and result.status in (TurnStatus.COMPLETED, TurnStatus.INTERRUPTED):
+        # After the reply is stored and its done frame sent: extraction never delays the reply.
+        await database_sync_to_async(after_turn)(
+            conversation=conversation,
+            user_message_id=user_message.pk,
+            reply_message_id=result.message.pk,
+            mode=config.memory_extraction,
+        )
+    return result
+
+
+def _recall(conversation: Conversation, user_message: Message, config: AgentConfig) -> Recalled:
+    """The turn's long-term memories; a failure of recall is logged and the turn goes on without them."""
+    try:
+        return recall_for_turn(conversation, user_message.content, model=config.model or "gpt-4")
+    except Exception:
+        logger.exception("memory recall failed conversation=%s", conversation.pk)
+        return Recalled()

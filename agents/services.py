@@ -24,6 +24,8 @@ EDITABLE_FIELDS = (
     "kind",
     "tools",
     "token_overflow_config",
+    "long_term_memory",
+    "memory_extraction",
     "active",
     "knowledge_bases",
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,7 +48,7 @@ class LoopSetup:
     text_protocol: bool = False
 
 
-def loop_setup(*, conversation: Conversation, config: AgentConfig) -> LoopSetup:
+def loop_setup(*, conversation: Conversation, config: AgentConfig, recalled: Sequence[str] = ()) -> LoopSetup:
     """The agent's tools and the context (one system message first) of the next turn.
 
     For a model whose provider entry says `function_calling: false`, the tools are offered through seed 1's text
@@ -59,7 +60,7 @@ def loop_setup(*, conversation: Conversation, config: AgentConfig) -> LoopSetup:
     prompt = config.system_prompt
     if text_protocol:
         prompt = textprotocol.system_prompt(role=prompt, tools=tools, language=config.language)
-    built = context_build(conversation=conversation, system_prompt=prompt, model=config.model)
+    built = context_build(conversation=conversation, system_prompt=prompt, model=config.model, recalled=recalled)
     window = built.window
     strategy = {
         "name": conversation.context.strategy,
@@ -87,7 +88,9 @@ class ToolLoopRunner(TurnRunner):
     async def run(self, turn: TurnContext) -> TurnResult:
         if turn.config.provider is None:
             raise no_provider()
-        setup = await database_sync_to_async(loop_setup)(conversation=turn.conversation, config=turn.config)
+        setup = await database_sync_to_async(loop_setup)(
+            conversation=turn.conversation, config=turn.config, recalled=turn.recalled.lines
+        )
         turn.strategy = setup.strategy
         return await _Loop(turn, setup).run()
 

@@ -65,6 +65,23 @@ DEFAULTS: dict[str, Any] = {
     # The embedded default's ingestion threads: documents of different tenants ingest side by side (one at a time
     # per tenant), so one tenant's big document never holds back another tenant's small one.
     "KNOWLEDGE_INGEST_THREADS": 2,
+    # Long-term memory (docs/memory.md). Seed 3's strength: a memory recalled after more than its gap rises a level;
+    # the gap is MEMORY_GAP_SECONDS * MEMORY_GAP_FACTOR ** level; at MEMORY_LEVEL_CAP it is long-term and fixed.
+    "MEMORY_GAP_SECONDS": 3600.0,
+    "MEMORY_GAP_FACTOR": 2.0,
+    "MEMORY_LEVEL_CAP": 8,
+    # recall(query): candidates retrieved, memories returned; sleep(): memories drawn per memory key.
+    "MEMORY_RECALL_CANDIDATES": 10,
+    "MEMORY_RECALL_TOP_N": 3,
+    "MEMORY_SLEEP_SAMPLE": 20,
+    # Before a turn: events retrieved (then followed along relations up to the depth), old turns recalled, and the
+    # tokens all of it may take in the system message.
+    "MEMORY_EVENTS_TOP_K": 5,
+    "MEMORY_EXPAND_DEPTH": 2,
+    "MEMORY_TURNS_TOP_K": 3,
+    "MEMORY_RECALL_TOKENS": 800,
+    # The embedded default (Celery eager): extraction runs on a background thread after the reply, not in the turn.
+    "MEMORY_EXTRACT_IN_THREAD": True,
 }
 
 

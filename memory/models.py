@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from knowledge.fields import EmbeddingField
 from memory.overflow import STRATEGY_CHOICES, STRATEGY_NONE, StoredMessage
 from tenants.models import TenantOwned
 
@@ -187,3 +188,237 @@ class OverflowMetric(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.agent_id} {self.day}"
+
+
+# --- long-term memory (M5-M7): the event graph, the vector memory with strength, old turns ------------------------
+#
+# Every row below belongs to one tenant and one user, and to one memory key: "{agent}_{user}" for an agent's chats,
+# seed 0's "{agent}_{user}_{conversation}" for a plan step's agent (P7). Reads filter by tenant (the manager), user
+# and key: these are filters of the store query, never ranking features.
+
+
+class EventActor(models.TextChoices):
+    USER = "user", _("user")
+    ASSISTANT = "assistant", _("assistant")
+    SYSTEM = "system", _("system")
+
+
+class EventStatus(models.TextChoices):
+    PENDING = "pending", _("pending")
+    COMPLETED = "completed", _("completed")
+    FAILED = "failed", _("failed")
+
+
+class RelationKind(models.TextChoices):
+    CAUSES = "causes", _("causes")
+    FOLLOWS = "follows", _("follows")
+    REFERS_TO = "refers_to", _("refers to")
+    RESOLVES = "resolves", _("resolves")
+
+
+class Event(TenantOwned):
+    """One event of a user's event graph (seed 2, section 3.2), with the seed's field names."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("user")
+    )
+    key = models.CharField(_("memory key"), max_length=100, db_index=True)
+    agent_id = models.BigIntegerField(_("agent id"), null=True, blank=True)
+    event_id = models.CharField(_("event id"), max_length=60)
+    timestamp = models.DateTimeField(_("time"))
+    actor = models.CharField(_("actor"), max_length=12, choices=EventActor.choices, default=EventActor.USER)
+    action_type = models.CharField(_("action"), max_length=40, default="query")
+    content_summary = models.TextField(_("summary"))
+    entities = models.JSONField(_("entities"), default=list, blank=True)
+    status = models.CharField(_("status"), max_length=12, choices=EventStatus.choices, default=EventStatus.COMPLETED)
+    related_event_ids = models.JSONField(_("related events"), default=list, blank=True)
+    content_hash = models.CharField(_("content hash"), max_length=64)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", verbose_name=_("conversation")
+    )
+    # The stored messages the event was extracted from (the benchmark maps events back to turns through them).
+    source_message_ids = models.JSONField(_("source messages"), default=list, blank=True)
+    superseded_by = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="supersedes",
+        verbose_name=_("superseded by"),
+    )
+    superseded_at = models.DateTimeField(_("superseded"), null=True, blank=True)
+    terms = models.TextField(_("keyword terms"), blank=True, editable=False)
+    embedding = EmbeddingField(_("embedding"), null=True, blank=True, editable=False)
+    embedder = models.CharField(_("embedder"), max_length=200, blank=True, editable=False)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["timestamp", "id"]
+        verbose_name = _("memory event")
+        verbose_name_plural = _("memory events")
+        indexes = [models.Index(fields=["tenant", "user", "key", "id"], name="memory_event_owner")]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "event_id"], name="memory_event_unique_event_id"),
+            models.UniqueConstraint(fields=["tenant", "user", "key", "content_hash"], name="memory_event_unique_hash"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_id}: {self.content_summary[:60]}"
+
+
+class EventRelation(TenantOwned):
+    """A typed edge of the event graph: source -kind-> target (the typhoon causes the delay)."""
+
+    source = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="out_relations", verbose_name=_("from"))
+    target = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="in_relations", verbose_name=_("to"))
+    kind = models.CharField(_("relation"), max_length=12, choices=RelationKind.choices)
+
+    class Meta:
+        verbose_name = _("event relation")
+        verbose_name_plural = _("event relations")
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target", "kind"], name="memory_relation_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} {self.kind} {self.target_id}"
+
+
+class Entity(TenantOwned):
+    """A named thing events mention, merged by normalised name and type within one memory key."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("user")
+    )
+    key = models.CharField(_("memory key"), max_length=100)
+    name = models.CharField(_("name"), max_length=200)
+    normalized = models.CharField(_("normalised name"), max_length=200)
+    type = models.CharField(_("type"), max_length=40, blank=True)
+    events = models.ManyToManyField(Event, related_name="entity_rows", blank=True, verbose_name=_("events"))
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("entity")
+        verbose_name_plural = _("entities")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "user", "key", "normalized", "type"], name="memory_entity_unique_name"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.type})" if self.type else self.name
+
+
+class MemoryItem(TenantOwned):
+    """Seed 3's vector memory: a text with the time it was written or last recalled, and a strength level.
+
+    Recalled after a long enough gap it rises a level (the gap doubles per level); past the cap it is long-term
+    and fixed. Retrieved but not returned, or drawn by sleep, after its gap it sinks a level; at -1 it is deleted.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("user")
+    )
+    key = models.CharField(_("memory key"), max_length=100, db_index=True)
+    text = models.TextField(_("text"))
+    text_hash = models.CharField(_("text hash"), max_length=64)
+    time = models.DateTimeField(_("last written or recalled"))
+    level = models.SmallIntegerField(_("level"), default=0)
+    long_term = models.BooleanField(_("long-term"), default=False)
+    recalls = models.PositiveIntegerField(_("times recalled"), default=0)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", verbose_name=_("conversation")
+    )
+    terms = models.TextField(_("keyword terms"), blank=True, editable=False)
+    embedding = EmbeddingField(_("embedding"), null=True, blank=True, editable=False)
+    embedder = models.CharField(_("embedder"), max_length=200, blank=True, editable=False)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["-time", "-id"]
+        verbose_name = _("vector memory")
+        verbose_name_plural = _("vector memories")
+        indexes = [models.Index(fields=["tenant", "user", "key", "id"], name="memory_item_owner")]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user", "key", "text_hash"], name="memory_item_unique_hash"),
+        ]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+
+class TurnMemory(TenantOwned):
+    """One exchange (a user message and the reply) of a conversation, indexed so that turns the window dropped or
+    the summary absorbed can be recalled (M7)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("user")
+    )
+    key = models.CharField(_("memory key"), max_length=100)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="turn_memories", verbose_name=_("conversation")
+    )
+    user_message_id = models.BigIntegerField(_("user message"))
+    reply_message_id = models.BigIntegerField(_("reply"), null=True, blank=True)
+    text = models.TextField(_("text"))
+    terms = models.TextField(_("keyword terms"), blank=True, editable=False)
+    embedding = EmbeddingField(_("embedding"), null=True, blank=True, editable=False)
+    embedder = models.CharField(_("embedder"), max_length=200, blank=True, editable=False)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "id"]
+        verbose_name = _("indexed turn")
+        verbose_name_plural = _("indexed turns")
+        indexes = [models.Index(fields=["tenant", "conversation", "id"], name="memory_turn_conv")]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "user_message_id"], name="memory_turn_unique_message"),
+        ]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+
+class MemoryMetric(TenantOwned):
+    """Per agent and day: what long-term memory did (extractions made, repaired, skipped; duplicates; dreams)."""
+
+    agent_id = models.BigIntegerField(_("agent id"), db_index=True)
+    day = models.DateField(_("day"))
+    extractions = models.PositiveIntegerField(_("extractions"), default=0)
+    events_added = models.PositiveIntegerField(_("events added"), default=0)
+    repaired = models.PositiveIntegerField(_("repaired once"), default=0)
+    skipped = models.PositiveIntegerField(_("skipped (invalid)"), default=0)
+    duplicates = models.PositiveIntegerField(_("duplicates"), default=0)
+    superseded = models.PositiveIntegerField(_("superseded"), default=0)
+    dreams = models.PositiveIntegerField(_("dreams"), default=0)
+    forgotten = models.PositiveIntegerField(_("forgotten"), default=0)
+
+    class Meta:
+        ordering = ["-day", "agent_id"]
+        verbose_name = _("memory metric")
+        verbose_name_plural = _("memory metrics")
+        constraints = [models.UniqueConstraint(fields=["tenant", "agent_id", "day"], name="memory_metric_unique_day")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} {self.day}"
+
+
+class Dream(TenantOwned):
+    """What sleep made of the memories it forgot (seed 3's S()): the dream and its fragments."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("user")
+    )
+    key = models.CharField(_("memory key"), max_length=100)
+    text = models.TextField(_("dream"), blank=True)
+    fragments = models.JSONField(_("forgotten fragments"), default=list)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("dream")
+        verbose_name_plural = _("dreams")
+
+    def __str__(self) -> str:
+        return self.text[:80] or str(_("(no dream)"))

@@ -232,21 +232,24 @@ def overflow_metric_add(
     *, tenant_id: int, agent_id: int, triggers: int = 0, summaries_made: int = 0, summaries_failed: int = 0,
     tokens_saved: int = 0,
 ) -> None:  # fmt: skip
-    """Add to today's counters of an agent (F() updates, so concurrent turns do not lose counts)."""
+    """Add to today's overflow counters of an agent."""
+    daily_counts_add(
+        OverflowMetric, tenant_id=tenant_id, agent_id=agent_id, triggers=triggers, summaries_made=summaries_made,
+        summaries_failed=summaries_failed, tokens_saved=tokens_saved,
+    )  # fmt: skip
+
+
+def daily_counts_add(model: type[Any], *, tenant_id: int, agent_id: int, **counts: int) -> None:
+    """Add to today's counters of an agent in `model` (a per agent and day row; F() updates, so concurrent turns do
+    not lose counts)."""
     day = timezone.localdate()
-    counts = {
-        "triggers": triggers,
-        "summaries_made": summaries_made,
-        "summaries_failed": summaries_failed,
-        "tokens_saved": tokens_saved,
-    }
-    today = OverflowMetric.objects.filter(tenant_id=tenant_id, agent_id=agent_id, day=day)
+    today = model.objects.filter(tenant_id=tenant_id, agent_id=agent_id, day=day)
     # One UPDATE on the common path; the day's first event creates the row.
     if today.update(**{name: F(name) + value for name, value in counts.items()}):
         return
     try:
         with transaction.atomic():
-            OverflowMetric.objects.create(tenant_id=tenant_id, agent_id=agent_id, day=day, **counts)
+            model.objects.create(tenant_id=tenant_id, agent_id=agent_id, day=day, **counts)
     except IntegrityError:  # another process created it first
         today.update(**{name: F(name) + value for name, value in counts.items()})
 

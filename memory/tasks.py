@@ -46,3 +46,32 @@ def summarize_conversation(self, tenant_id: int, conversation_id: int, message_i
             conversation_summary_failed(conversation=conversation)
             return "failed"
     return "summarized" if done else "nothing to do"
+
+
+@shared_task(name="memory.extract_turn_memory")
+def extract_turn_memory(
+    tenant_id: int, conversation_id: int, user_message_id: int, reply_message_id: int | None, mode: str
+) -> str:
+    """After a turn: index it (M7) and extract its events (M5) by `mode` ("model" or "rules"). Never raises for a
+    model failure: the extraction is skipped and counted."""
+    from memory.longterm.extraction import turn_memory_extract
+
+    tenant = Tenant.objects.filter(pk=tenant_id).first()
+    if tenant is None:
+        return "gone"
+    with tenant_scope(tenant):
+        conversation = Conversation.objects.select_related("tenant", "provider").filter(pk=conversation_id).first()
+        if conversation is None:
+            return "gone"
+        return turn_memory_extract(
+            conversation=conversation, user_message_id=user_message_id, reply_message_id=reply_message_id, mode=mode
+        )
+
+
+@shared_task(name="memory.sleep_all")
+def sleep_all(sample: int | None = None) -> int:
+    """Seed 3's S() for every memory key of every tenant (Celery beat runs it; the admin shows the schedule).
+    Returns how many memory keys slept."""
+    from memory.longterm.extraction import sleep_everyone
+
+    return sleep_everyone(sample=sample)

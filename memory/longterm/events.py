@@ -1,0 +1,460 @@
+"""The event graph of seed 2: events extracted from each turn, typed relations, entities, retrieval along causes.
+
+Extraction (after a turn, off the reply path: memory.tasks.extract_turn_memory) takes one of two ways, an agent
+setting:
+- `model`: a separate call to the execution-tier model, which answers JSON (EXTRACTION_SCHEMA); the answer is
+  validated against the schema, an invalid one is sent back once with the errors (one repair), and a second
+  invalid answer is skipped and counted (MemoryMetric.skipped).
+- `rules`: no model call (offline): one event per message, entities by part-of-speech (jieba) and capitalised
+  names, `follows` the previous event of the conversation, `refers_to` the last event that named the same entity.
+  Rules cannot see causes, contradictions or resolutions: those need the model.
+Storing dedupes by the normalised summary (the same fact twice is one event), marks events an extraction says are
+superseded (with when and by what; never deleted), and merges entities by normalised name and type.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from llm.tokens import count_text
+from memory.longterm import store
+from memory.longterm.strength import Owner
+from memory.models import Entity, Event, EventActor, EventRelation, EventStatus, RelationKind
+
+ACTION_TYPES = ("query", "answer", "report", "clarify", "decision", "execute_tool", "plan", "other")
+# Walking the graph: which relations are followed first (a "why" is answered by causes).
+RELATION_ORDER = (RelationKind.CAUSES, RelationKind.RESOLVES, RelationKind.REFERS_TO, RelationKind.FOLLOWS)
+
+EXTRACTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["new_events"],
+    "properties": {
+        "new_events": {
+            "type": "array",
+            "maxItems": 8,
+            "items": {
+                "type": "object",
+                "required": ["event_id", "actor", "action_type", "content_summary"],
+                "properties": {
+                    "event_id": {"type": "string", "minLength": 1, "maxLength": 60},
+                    "actor": {"enum": ["user", "assistant", "system"]},
+                    "action_type": {"type": "string", "minLength": 1, "maxLength": 40},
+                    "content_summary": {"type": "string", "minLength": 1, "maxLength": 600},
+                    "entities": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["name"],
+                            "properties": {
+                                "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                                "type": {"type": "string", "maxLength": 40},
+                            },
+                        },
+                    },
+                    "status": {"enum": ["pending", "completed", "failed"]},
+                    "related_event_ids": {"type": "array", "items": {"type": "string"}},
+                    "supersedes": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
+        "relations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["source", "type", "target"],
+                "properties": {
+                    "source": {"type": "string"},
+                    "type": {"enum": [kind.value for kind in RelationKind]},
+                    "target": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+EXTRACTION_PROMPT = """\
+You maintain the event graph of a user's long-term memory (seed: event knowledge graph). From the new exchange, \
+extract the events worth remembering: facts reported, requests, decisions, outcomes. Skip greetings and small talk. \
+Answer with one JSON object only, no prose, of this form:
+{"new_events": [{"event_id": "n1", "actor": "user|assistant|system", "action_type": "query|answer|report|\
+clarify|decision|execute_tool|plan|other", "content_summary": "one short sentence in the conversation's \
+language", "entities": [{"name": "...", "type": "ORG|PERSON|PLACE|PRODUCT|ORDER|DATE|OTHER"}], "status": \
+"pending|completed|failed", "supersedes": ["<id of a known event this one contradicts or replaces>"]}],
+ "relations": [{"source": "<id>", "type": "causes|follows|refers_to|resolves", "target": "<id>"}]}
+Ids of new events are yours ("n1", "n2"...); known events keep their ids. "A causes B" when A is a reason for B \
+(a closed port causes a delay; a delay causes a late order). "A resolves B" when A settles B. Use \
+{"new_events": []} when nothing is worth remembering.
+你负责维护用户长期记忆的事件图谱：从新的对话中提取值得记住的事件，只输出一个 JSON 对象。"""
+
+
+class ExtractionInvalid(ValueError):
+    """A model's extraction answer that is not JSON or does not match the schema."""
+
+
+def parse_extraction(text: str) -> dict[str, Any]:
+    """The extraction JSON in a model's answer (a ```json fence or prose around it is tolerated), validated."""
+    text = (text or "").strip()
+    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.S)
+    if fenced:
+        text = fenced.group(1)
+    elif not text.startswith("{"):
+        start, end = text.find("{"), text.rfind("}")
+        if start >= 0 and end > start:
+            text = text[start : end + 1]
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ExtractionInvalid(f"not JSON: {exc}") from None
+    errors = sorted(jsonschema.Draft202012Validator(EXTRACTION_SCHEMA).iter_errors(data), key=lambda e: e.path)
+    if errors:
+        first = errors[0]
+        where = "/".join(str(part) for part in first.absolute_path) or "(top)"
+        raise ExtractionInvalid(f"{where}: {first.message}")
+    return data
+
+
+# --- rules (offline) ----------------------------------------------------------------------------------------------
+
+_PROPER = {"nr": "PERSON", "ns": "PLACE", "nt": "ORG", "nz": "OTHER", "nrt": "PERSON", "nrfg": "PERSON"}
+_LATIN_NAME = re.compile(r"\b[A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*\b")
+_QUESTION = re.compile(
+    r"[?？]\s*$|^(what|why|how|when|where|who|which|do|does|did|is|are|can|could)\b|吗|为什么|什么|怎么|如何|哪"
+)
+_COMMON_CAPITALISED = {
+    "I", "The", "A", "An", "It", "This", "That", "What", "Why", "How", "When", "Where", "Who", "Which", "Yes", "No",
+    "Hi", "Hey", "Hello", "Thanks", "Thank", "Oh", "Wow", "Well", "So", "And", "But", "Do", "Did", "Are", "Is",
+    "Can", "My", "We", "You", "Your", "Our", "They", "He", "She", "That's", "It's", "I'm", "Sure", "Great",
+}  # fmt: skip
+
+
+def rule_entities(text: str) -> list[dict[str, str]]:
+    """Names in `text`: jieba's proper nouns, a letter glued to a noun (A港口, 客户C), capitalised English words."""
+    import jieba.posseg
+
+    found: dict[str, str] = {}
+    words = list(jieba.posseg.cut(text)) if store.normalise(text) and re.search(r"[\u4e00-\u9fff]", text) else []
+    for number, pair in enumerate(words):
+        word, flag = pair.word, pair.flag
+        if flag in _PROPER and len(word) > 1:
+            found.setdefault(word, _PROPER[flag])
+        if flag in ("eng", "x") and re.fullmatch(r"[A-Za-z0-9]{1,4}", word):
+            before = words[number - 1] if number else None
+            after = words[number + 1] if number + 1 < len(words) else None
+            if after is not None and after.flag.startswith("n"):
+                found.setdefault(word + after.word, "OTHER")
+            elif before is not None and before.flag.startswith("n"):
+                found.setdefault(before.word + word, "OTHER")
+    for match in _LATIN_NAME.finditer(text):
+        name = match.group(0)
+        parts = [part for part in name.split() if part not in _COMMON_CAPITALISED]
+        if parts:
+            found.setdefault(" ".join(parts), "OTHER")
+    return [{"name": name, "type": kind} for name, kind in list(found.items())[:12]]
+
+
+def rule_event(*, actor: str, text: str) -> dict[str, Any]:
+    """One event for one message, without a model."""
+    summary = re.sub(r"\s+", " ", text).strip()[:500]
+    action = "query" if _QUESTION.search(summary.lower()) else ("report" if actor == EventActor.USER else "answer")
+    return {
+        "event_id": "n1",
+        "actor": actor,
+        "action_type": action,
+        "content_summary": summary,
+        "entities": rule_entities(summary),
+        "status": EventStatus.COMPLETED,
+    }
+
+
+# --- storing ------------------------------------------------------------------------------------------------------
+
+
+def new_event_id(now: dt.datetime) -> str:
+    """seed 2's form: evt_20250717103005_abc123."""
+    return f"evt_{now:%Y%m%d%H%M%S}_{secrets.token_hex(3)}"
+
+
+@dataclass
+class StoreOutcome:
+    added: list[Event] = field(default_factory=list)
+    duplicates: int = 0
+    superseded: int = 0
+    relations: int = 0
+
+
+def _entity_rows(owner: Owner, entities: Iterable[dict[str, Any]]) -> list[Entity]:
+    rows = []
+    for entity in entities:
+        name = str(entity.get("name") or "").strip()[:200]
+        normalized = store.normalise(name)[:200]
+        if not normalized:
+            continue
+        kind = str(entity.get("type") or "").strip().upper()[:40]
+        row = Entity.objects.filter(user_id=owner.user_id, key=owner.key, normalized=normalized, type=kind).first()
+        if row is None:
+            try:
+                with transaction.atomic():
+                    row = Entity.objects.create(
+                        user_id=owner.user_id, key=owner.key, name=name, normalized=normalized, type=kind
+                    )
+            except IntegrityError:
+                row = Entity.objects.get(user_id=owner.user_id, key=owner.key, normalized=normalized, type=kind)
+        rows.append(row)
+    return rows
+
+
+def _search_text(summary: str, entities: Iterable[dict[str, Any]]) -> str:
+    names = " ".join(str(entity.get("name") or "") for entity in entities)
+    return f"{summary} {names}".strip()
+
+
+def events_store(
+    owner: Owner,
+    extracted: dict[str, Any],
+    *,
+    conversation_id: int | None = None,
+    source_message_ids: Sequence[int] = (),
+    now: dt.datetime | None = None,
+    link_entities: bool = False,
+) -> StoreOutcome:
+    """Store a validated extraction: new events (deduplicated), their entities and relations, supersessions.
+
+    `link_entities` (the rules) relates each new event to the last earlier event naming one of its entities."""
+    now = now or timezone.now()
+    outcome = StoreOutcome()
+    local: dict[str, Event] = {}  # the extraction's ids ("n1") and known event ids -> rows
+    known_ids = {
+        ref
+        for item in extracted.get("new_events") or []
+        for ref in [*(item.get("supersedes") or []), *(item.get("related_event_ids") or [])]
+    } | {ref for relation in extracted.get("relations") or [] for ref in (relation["source"], relation["target"])}
+    for row in Event.objects.filter(user_id=owner.user_id, key=owner.key, event_id__in=known_ids):
+        local[row.event_id] = row
+    previous = (
+        Event.objects.filter(user_id=owner.user_id, key=owner.key, conversation_id=conversation_id)
+        .order_by("-timestamp", "-id")
+        .first()
+        if conversation_id
+        else None
+    )
+    pending_relations: list[tuple[Event, str, Event]] = []
+    for item in extracted.get("new_events") or []:
+        summary = item["content_summary"].strip()
+        entities = [e for e in item.get("entities") or [] if str(e.get("name") or "").strip()]
+        digest = store.text_hash(summary)
+        existing = Event.objects.filter(user_id=owner.user_id, key=owner.key, content_hash=digest).first()
+        if existing is not None:
+            outcome.duplicates += 1
+            local[item["event_id"]] = existing
+            continue
+        timestamp = now
+        try:
+            with transaction.atomic():
+                event = Event.objects.create(
+                    user_id=owner.user_id,
+                    key=owner.key,
+                    agent_id=owner.agent_id,
+                    event_id=new_event_id(timestamp),
+                    timestamp=timestamp,
+                    actor=item["actor"],
+                    action_type=item["action_type"][:40],
+                    content_summary=summary,
+                    entities=[{"name": str(e["name"])[:200], "type": str(e.get("type") or "")[:40]} for e in entities],
+                    status=item.get("status") or EventStatus.COMPLETED,
+                    content_hash=digest,
+                    conversation_id=conversation_id,
+                    source_message_ids=list(source_message_ids),
+                    **store.search_fields(_search_text(summary, entities)),
+                )
+        except IntegrityError:  # the same summary stored by a concurrent extraction
+            outcome.duplicates += 1
+            local[item["event_id"]] = Event.objects.get(user_id=owner.user_id, key=owner.key, content_hash=digest)
+            continue
+        local[item["event_id"]] = event
+        outcome.added.append(event)
+        entity_rows = _entity_rows(owner, entities)
+        if entity_rows:
+            event.entity_rows.add(*entity_rows)
+        if link_entities and entity_rows:
+            earlier = (
+                Event.objects.filter(entity_rows__in=entity_rows, user_id=owner.user_id, key=owner.key)
+                .exclude(pk=event.pk)
+                .order_by("-timestamp", "-id")
+                .distinct()[:3]
+            )
+            pending_relations += [(event, RelationKind.REFERS_TO, other) for other in earlier]
+        for ref in item.get("supersedes") or []:
+            old = local.get(ref)
+            if old is not None and old.pk != event.pk and old.superseded_by_id is None:
+                Event.objects.filter(pk=old.pk).update(superseded_by=event, superseded_at=now)
+                outcome.superseded += 1
+        for ref in item.get("related_event_ids") or []:
+            other = local.get(ref)
+            if other is not None:
+                pending_relations.append((event, RelationKind.REFERS_TO, other))
+        if previous is not None and previous.pk != event.pk:
+            pending_relations.append((event, RelationKind.FOLLOWS, previous))
+        previous = event
+    for relation in extracted.get("relations") or []:
+        source, target = local.get(relation["source"]), local.get(relation["target"])
+        if source is not None and target is not None and source.pk != target.pk:
+            pending_relations.append((source, relation["type"], target))
+    outcome.relations = _relations_add(pending_relations)
+    return outcome
+
+
+def _relations_add(relations: Sequence[tuple[Event, str, Event]]) -> int:
+    added = 0
+    for source, kind, target in relations:
+        _, created = EventRelation.objects.get_or_create(source=source, target=target, kind=kind)
+        if not created:
+            continue
+        added += 1
+        if target.event_id not in source.related_event_ids:
+            source.related_event_ids = [*source.related_event_ids, target.event_id]
+            Event.objects.filter(pk=source.pk).update(related_event_ids=source.related_event_ids)
+        if kind == RelationKind.RESOLVES:
+            Event.objects.filter(pk=target.pk, status=EventStatus.PENDING).update(status=EventStatus.COMPLETED)
+    return added
+
+
+# --- retrieval ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Walked:
+    """Events for a query: the ones retrieved, then the ones reached along relations (with how)."""
+
+    events: list[Event]
+    relations: list[EventRelation]
+    retrieved_ids: list[int]
+
+
+def events_walk(
+    owner: Owner, query: str, *, top_k: int, depth: int, limit: int = 12, retrieved: Sequence[int] | None = None
+) -> Walked:
+    """Hybrid top-`top_k` events for `query`, expanded along relations breadth-first up to `depth` hops (both
+    directions, causes first), at most `limit` events in all."""
+    if retrieved is None:
+        retrieved = [pk for pk, _ in store.rank(Event, query, top_k=top_k, user_id=owner.user_id, key=owner.key)]
+    seen: list[int] = list(dict.fromkeys(retrieved))[:limit]
+    edges: dict[int, EventRelation] = {}
+    frontier = list(seen)
+    priority = {kind: number for number, kind in enumerate(RELATION_ORDER)}
+    for _hop in range(depth):
+        if not frontier or len(seen) >= limit:
+            break
+        found = list(
+            EventRelation.objects.filter(source_id__in=frontier).union(
+                EventRelation.objects.filter(target_id__in=frontier)
+            )
+        )
+        found.sort(key=lambda rel: (priority.get(rel.kind, 9), -max(rel.source_id, rel.target_id)))
+        nxt = []
+        for relation in found:
+            for other in (relation.source_id, relation.target_id):
+                if other not in seen and len(seen) < limit:
+                    seen.append(other)
+                    nxt.append(other)
+            if relation.source_id in seen and relation.target_id in seen:
+                edges[relation.pk] = relation
+        frontier = nxt
+    rows = {event.pk: event for event in Event.objects.filter(id__in=seen).select_related("superseded_by")}
+    events = [rows[pk] for pk in seen if pk in rows]
+    return Walked(events=events, relations=list(edges.values()), retrieved_ids=list(retrieved))
+
+
+def timeline(walked: Walked, *, budget_tokens: int, model: str = "gpt-4") -> tuple[list[str], list[Event]]:
+    """The walked events as compact timeline lines (oldest first) within `budget_tokens`; the retrieved events are
+    kept first when the budget cuts. Returns the lines and the events they show."""
+    outgoing: dict[int, list[str]] = {}
+    ids = {event.pk: event.event_id for event in walked.events}
+    for relation in walked.relations:
+        outgoing.setdefault(relation.source_id, []).append(f"{relation.kind} → {ids.get(relation.target_id, '?')}")
+    order = {pk: number for number, pk in enumerate(walked.retrieved_ids)}
+    by_importance = sorted(walked.events, key=lambda event: order.get(event.pk, len(order)))
+    chosen, used = [], 0
+    for event in by_importance:
+        line = _line(event, outgoing.get(event.pk, []))
+        cost = count_text(line, model) + 2
+        if used + cost > budget_tokens:
+            continue
+        chosen.append((event, line))
+        used += cost
+    chosen.sort(key=lambda pair: (pair[0].timestamp, pair[0].pk))
+    return [line for _, line in chosen], [event for event, _ in chosen]
+
+
+def _line(event: Event, links: list[str]) -> str:
+    when = timezone.localtime(event.timestamp).strftime("%Y-%m-%d %H:%M")
+    text = f"{when} [{event.event_id}] {event.actor}/{event.action_type}: {event.content_summary}"
+    if event.status != EventStatus.COMPLETED:
+        text += f" ({event.status})"
+    if event.superseded_by_id:
+        text += f" (superseded by {event.superseded_by.event_id if event.superseded_by else '?'})"
+    if links:
+        text += " {" + "; ".join(links) + "}"
+    return text
+
+
+# --- extraction ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What one extraction produced: the validated JSON (None: skipped) and whether it took the one repair."""
+
+    data: dict[str, Any] | None
+    repaired: bool = False
+    error: str = ""
+
+
+def known_events_text(owner: Owner, query: str, limit: int = 8) -> str:
+    """The events an extraction may link to: the ones most related to the new exchange, then the newest."""
+    walked = events_walk(owner, query, top_k=limit, depth=1, limit=limit)
+    events = walked.events or list(
+        Event.objects.filter(user_id=owner.user_id, key=owner.key).order_by("-timestamp", "-id")[:limit]
+    )
+    if not events:
+        return "(none yet)"
+    return "\n".join(
+        f"{event.event_id}: [{event.actor}/{event.action_type}] {event.content_summary}" for event in events
+    )
+
+
+def extract_with_model(*, complete: Any, known: str, exchange: str, now: dt.datetime) -> Extraction:
+    """Ask the model for the exchange's events (`complete(messages) -> text`), validate, repair once, else skip."""
+    messages = [
+        {"role": "system", "content": EXTRACTION_PROMPT},
+        {
+            "role": "user",
+            "content": f"Now: {now.isoformat(timespec='seconds')}\nKnown events:\n{known}\n\nNew exchange:\n{exchange}",
+        },
+    ]
+    answer = complete(messages)
+    try:
+        return Extraction(parse_extraction(answer))
+    except ExtractionInvalid as exc:
+        first_error = str(exc)
+    messages += [
+        {"role": "assistant", "content": answer},
+        {
+            "role": "user",
+            "content": f"That answer is invalid ({first_error}). Reply again with the JSON object only, matching "
+            "the form given. 上面的回答无效，请只输出符合格式的 JSON 对象。",
+        },
+    ]
+    try:
+        return Extraction(parse_extraction(complete(messages)), repaired=True)
+    except ExtractionInvalid as exc:
+        return Extraction(None, repaired=True, error=str(exc))

@@ -1,0 +1,100 @@
+"""The work after a turn (index, extract, store, count) and sleep for everyone: what memory.tasks runs."""
+
+from __future__ import annotations
+
+import logging
+
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from llm.client import complete_chat
+from llm.errors import LLMError
+from llm.models import Purpose, Tier
+from llm.selectors import model_for_tier
+from memory.longterm import events as event_graph
+from memory.longterm import metrics, strength
+from memory.longterm.recall import owner_of, turn_index
+from memory.models import Conversation, MemoryItem, Message
+from tenants.models import Tenant
+from tenants.scope import all_tenants, tenant_scope
+
+logger = logging.getLogger(__name__)
+
+MODES = ("model", "rules")
+
+
+def turn_memory_extract(
+    *, conversation: Conversation, user_message_id: int, reply_message_id: int | None, mode: str
+) -> str:
+    """Index the exchange and extract its events; returns what happened ("stored", "skipped", ...)."""
+    messages = Message.objects.in_bulk([pk for pk in (user_message_id, reply_message_id) if pk])
+    user_message, reply = messages.get(user_message_id), messages.get(reply_message_id) if reply_message_id else None
+    if user_message is None:
+        return "gone"
+    turn_index(conversation, user_message=user_message, reply=reply)
+    owner = owner_of(conversation)
+    now = timezone.now()
+    if mode == "rules":
+        added = duplicates = 0
+        for message in (user_message, reply):
+            if message is None or not message.content.strip():
+                continue
+            extracted = {"new_events": [event_graph.rule_event(actor=message.role, text=message.content)]}
+            outcome = event_graph.events_store(
+                owner, extracted, conversation_id=conversation.pk, source_message_ids=[message.pk], now=now,
+                link_entities=True,
+            )  # fmt: skip
+            added += len(outcome.added)
+            duplicates += outcome.duplicates
+        metrics.count(agent_id=owner.agent_id, extractions=1, events_added=added, duplicates=duplicates)
+        return "stored"
+    exchange = f"User: {user_message.content}" + (f"\nAssistant: {reply.content}" if reply is not None else "")
+    choice = model_for_tier(tenant=conversation.tenant, tier=Tier.EXECUTION, provider=conversation.provider)
+    if choice is None:
+        metrics.count(agent_id=owner.agent_id, skipped=1)
+        return "skipped"
+
+    def complete(request: list[dict]) -> str:
+        result = async_to_sync(complete_chat)(
+            tenant=conversation.tenant, provider=choice.provider, model=choice.model, messages=request,
+            purpose=Purpose.EXTRACT, agent_id=conversation.agent_id, conversation_id=conversation.pk, temperature=0,
+        )  # fmt: skip
+        return result.text
+
+    try:
+        known = event_graph.known_events_text(owner, user_message.content)
+        extraction = event_graph.extract_with_model(complete=complete, known=known, exchange=exchange, now=now)
+    except LLMError as exc:
+        logger.warning("event extraction of conversation %s failed: %s", conversation.pk, exc)
+        metrics.count(agent_id=owner.agent_id, skipped=1)
+        return "skipped"
+    if extraction.data is None:
+        logger.info("event extraction of conversation %s skipped: %s", conversation.pk, extraction.error)
+        metrics.count(agent_id=owner.agent_id, skipped=1, repaired=1)
+        return "skipped"
+    outcome = event_graph.events_store(
+        owner, extraction.data, conversation_id=conversation.pk,
+        source_message_ids=[pk for pk in (user_message_id, reply_message_id) if pk], now=now,
+    )  # fmt: skip
+    metrics.count(
+        agent_id=owner.agent_id, extractions=1, events_added=len(outcome.added), repaired=int(extraction.repaired),
+        duplicates=outcome.duplicates, superseded=outcome.superseded,
+    )  # fmt: skip
+    return "stored"
+
+
+def sleep_everyone(*, sample: int | None = None) -> int:
+    """S() for each (tenant, user, key) that has vector memories."""
+    with all_tenants(reason="scheduled sleep of every tenant's vector memories"):
+        owners = list(MemoryItem.objects.values_list("tenant_id", "user_id", "key").distinct())
+        tenants = Tenant.objects.in_bulk({tenant_id for tenant_id, _, _ in owners})
+    slept = 0
+    for tenant_id, user_id, key in owners:
+        tenant = tenants.get(tenant_id)
+        if tenant is None:
+            continue
+        agent_id = int(key.split("_", 1)[0]) if key.split("_", 1)[0].isdigit() else None
+        with tenant_scope(tenant):
+            strength.sleep(strength.Owner(user_id=user_id, key=key, agent_id=agent_id), tenant=tenant, sample=sample)
+        slept += 1
+    return slept

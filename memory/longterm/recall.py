@@ -1,0 +1,205 @@
+"""Long-term memory around a turn: what a turn recalls before it runs, and what is kept after it.
+
+Before: `recall_for_turn` gives the turn the events of the user's graph that match the message (followed along
+relations, as a timeline), the vector memories seed 3's recall returns (with its level changes), and the
+conversation's own older turns that the window dropped or the summary absorbed (M7); all within
+MEMORY_RECALL_TOKENS, as lines of the one system message's "recalled" part.
+After: `after_turn` queues the extraction (memory.tasks.extract_turn_memory) once the reply is stored; the reply
+never waits for it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+
+from core.conf import setting
+from llm.tokens import count_text
+from memory.longterm import events as event_graph
+from memory.longterm import store, strength
+from memory.longterm.strength import Owner
+from memory.models import Conversation, ConversationContext, Event, TurnMemory
+
+logger = logging.getLogger(__name__)
+
+TURN_TEXT_CHARS = 1500
+
+
+def owner_of(conversation: Conversation) -> Owner:
+    """Whose memory a conversation reads and writes: the agent's memory of the user ("{agent}_{user}"), or for a
+    plan step's conversation seed 0's "{agent}_{user}_{conversation}" (P7: agents never read each other's)."""
+    key = conversation.memory_key if conversation.parent_id else f"{conversation.agent_id}_{conversation.user_id}"
+    return Owner(user_id=conversation.user_id, key=key, agent_id=conversation.agent_id)
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """What a turn recalled: the lines for the system message and, per line, what it came from."""
+
+    lines: list[str] = field(default_factory=list)
+    used: list[dict[str, Any]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.lines)
+
+
+def _fits(line: str, used: int, budget: int, model: str) -> int | None:
+    cost = count_text(line, model) + 2
+    return cost if used + cost <= budget else None
+
+
+def recall_for_turn(
+    conversation: Conversation, query: str, *, model: str = "gpt-4", now: dt.datetime | None = None
+) -> Recalled:
+    """The memories of the next turn for `query` (call inside the tenant scope)."""
+    query = (query or "").strip()
+    if not query:
+        return Recalled()
+    owner = owner_of(conversation)
+    budget = int(setting("MEMORY_RECALL_TOKENS"))
+    lines: list[str] = []
+    used_items: list[dict[str, Any]] = []
+    # Events: half the budget (what they leave goes to the rest).
+    walked = event_graph.events_walk(
+        owner, query, top_k=int(setting("MEMORY_EVENTS_TOP_K")), depth=int(setting("MEMORY_EXPAND_DEPTH"))
+    )
+    event_lines, shown = event_graph.timeline(walked, budget_tokens=budget // 2, model=model)
+    spent = sum(count_text(line, model) + 2 for line in event_lines)
+    lines += event_lines
+    used_items += [
+        {"kind": "event", "id": event.pk, "event_id": event.event_id, "text": event.content_summary} for event in shown
+    ]
+    # Vector memories (seed 3's recall, with its level changes).
+    for item in strength.recall(owner, query, now=now).returned:
+        line = f"(memory) {item.text}"
+        cost = _fits(line, spent, budget, model)
+        if cost is not None:
+            lines.append(line)
+            used_items.append({"kind": "memory", "id": item.pk, "text": item.text, "level": item.level})
+            spent += cost
+    # Older turns of this conversation that are no longer in the context.
+    for turn in _old_turns(conversation, query):
+        line = f"(earlier in this conversation) {turn.text}"
+        cost = _fits(line, spent, budget, model)
+        if cost is not None:
+            lines.append(line)
+            used_items.append({"kind": "turn", "id": turn.pk, "text": turn.text[:200]})
+            spent += cost
+    return Recalled(lines=lines, used=used_items)
+
+
+def _old_turns(conversation: Conversation, query: str) -> list[TurnMemory]:
+    active = ConversationContext.objects.filter(conversation=conversation).values_list("active_messages", flat=True)
+    active_ids = active.first() or []
+    if not active_ids:
+        return []
+    first_active = min(active_ids)
+    gone = np.fromiter(
+        TurnMemory.objects.filter(conversation=conversation, user_message_id__lt=first_active).values_list(
+            "id", flat=True
+        ),
+        dtype=np.int64,
+    )
+    if not len(gone):
+        return []
+    ranked = store.rank(
+        TurnMemory,
+        query,
+        top_k=int(setting("MEMORY_TURNS_TOP_K")),
+        allowed=lambda ids: np.isin(ids, gone),
+        conversation_id=conversation.pk,
+    )
+    rows = TurnMemory.objects.in_bulk([pk for pk, _ in ranked])
+    return [rows[pk] for pk, _ in ranked if pk in rows]
+
+
+def turn_index(conversation: Conversation, *, user_message: Any, reply: Any | None) -> TurnMemory | None:
+    """Index one exchange for M7 (idempotent per user message)."""
+    parts = [f"User: {user_message.content.strip()}"]
+    if reply is not None and reply.content.strip():
+        parts.append(f"Assistant: {reply.content.strip()}")
+    text = "\n".join(parts)
+    if len(text) > TURN_TEXT_CHARS:
+        text = text[: TURN_TEXT_CHARS - 1] + "…"
+    owner = owner_of(conversation)
+    existing = TurnMemory.objects.filter(conversation=conversation, user_message_id=user_message.pk).first()
+    if existing is not None:
+        return existing
+    return TurnMemory.objects.create(
+        user_id=owner.user_id,
+        key=owner.key,
+        conversation=conversation,
+        user_message_id=user_message.pk,
+        reply_message_id=reply.pk if reply is not None else None,
+        text=text,
+        **store.search_fields(text),
+    )
+
+
+# --- after the turn -----------------------------------------------------------------------------------------------
+
+
+class _ExtractLine:
+    """The embedded default has no worker: extraction runs on one background thread of this process, after the
+    reply is stored, as a Celery worker would run it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.executor: ThreadPoolExecutor | None = None
+        self.pending: set[Future] = set()
+
+    def submit(self, *args: Any) -> None:
+        from memory.tasks import extract_turn_memory
+
+        with self.lock:
+            if self.executor is None:
+                self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-extract")
+            future = self.executor.submit(self._run, extract_turn_memory, *args)
+            self.pending.add(future)
+            future.add_done_callback(self.pending.discard)
+
+    @staticmethod
+    def _run(task: Any, *args: Any) -> None:
+        from django.db import close_old_connections
+
+        try:
+            task(*args)
+        except Exception:
+            logger.exception("memory extraction failed")
+        finally:
+            close_old_connections()
+
+    def wait(self, timeout: float = 30.0) -> None:
+        """Wait for the extractions queued so far (tests, the benchmark)."""
+        import concurrent.futures
+
+        with self.lock:
+            pending = list(self.pending)
+        concurrent.futures.wait(pending, timeout=timeout)
+
+
+extract_line = _ExtractLine()
+
+
+def after_turn(*, conversation: Conversation, user_message_id: int, reply_message_id: int | None, mode: str) -> None:
+    """Queue the memory work of a finished turn (on commit): index the turn, extract its events by `mode`."""
+    from celery import current_app
+
+    from memory.tasks import extract_turn_memory
+
+    args = (conversation.tenant_id, conversation.pk, user_message_id, reply_message_id, mode)
+    if current_app.conf.task_always_eager and setting("MEMORY_EXTRACT_IN_THREAD"):
+        transaction.on_commit(lambda: extract_line.submit(*args))
+    else:
+        transaction.on_commit(lambda: extract_turn_memory.delay(*args))
+
+
+def events_count(owner: Owner) -> int:
+    return Event.objects.filter(user_id=owner.user_id, key=owner.key).count()
