@@ -67,6 +67,7 @@ serve: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python scripts/serve --web $(WEB) --workers $(WORKERS) --host $(HOST) --port $(PORT)
 
-# A Celery worker, for deployments with REDIS_URL set.
+# A Celery worker with the beat scheduler inside (the admin's Periodic tasks: memory sleep), for deployments with
+# REDIS_URL set. Run one beat per deployment: further workers without -B.
 worker: install
-	$(BIN)/celery -A config worker -l info
+	$(BIN)/celery -A config worker -B -l info

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "axes",
     "channels",
+    "django_celery_beat",
     "tenants",
     "llm",
     "memory",
@@ -233,6 +234,9 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery beat reads its schedule from the database (django-celery-beat): operators see and change it in the admin
+# (Periodic tasks). memory's migrations add the memory sleep schedule.
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -371,3 +375,12 @@ KNOWLEDGE_MAX_UNPACKED_BYTES = env.int("KNOWLEDGE_MAX_UNPACKED_BYTES", default=D
 KNOWLEDGE_MAX_PAGES = env.int("KNOWLEDGE_MAX_PAGES", default=DEFAULTS["KNOWLEDGE_MAX_PAGES"])
 KNOWLEDGE_MAX_CHARACTERS = env.int("KNOWLEDGE_MAX_CHARACTERS", default=DEFAULTS["KNOWLEDGE_MAX_CHARACTERS"])
 KNOWLEDGE_MAX_CHUNKS = env.int("KNOWLEDGE_MAX_CHUNKS", default=DEFAULTS["KNOWLEDGE_MAX_CHUNKS"])
+
+# The long-lived goal agent: a run's default and largest limits (iterations, tokens in any hour, seconds of wall
+# time), the longest a question to the user waits before the loop goes on without an answer, and the iterations one
+# Celery task runs before it queues the next (so a worker is never held for a whole run and Stop is seen).
+GOAL_MAX_ITERATIONS = env.int("GOAL_MAX_ITERATIONS", default=DEFAULTS["GOAL_MAX_ITERATIONS"])
+GOAL_MAX_TOKENS_PER_HOUR = env.int("GOAL_MAX_TOKENS_PER_HOUR", default=DEFAULTS["GOAL_MAX_TOKENS_PER_HOUR"])
+GOAL_MAX_WALL_SECONDS = env.int("GOAL_MAX_WALL_SECONDS", default=DEFAULTS["GOAL_MAX_WALL_SECONDS"])
+GOAL_ASK_TIMEOUT_SECONDS = env.float("GOAL_ASK_TIMEOUT_SECONDS", default=DEFAULTS["GOAL_ASK_TIMEOUT_SECONDS"])
+GOAL_ITERATIONS_PER_TASK = env.int("GOAL_ITERATIONS_PER_TASK", default=DEFAULTS["GOAL_ITERATIONS_PER_TASK"])
