@@ -156,8 +156,12 @@ class TurnContext:
         data: dict[str, Any] | None = None,
     ) -> TurnResult:
         """Store `text` as the reply and end the turn: a step frame with the agentChatResponse, then done."""
+        usage = self.usage.stored()
+        if self.recalled.used:
+            # What fed the reply, kept with it: the chat shows it after a reload too.
+            usage["memories"] = [{"kind": item["kind"], "text": item["text"]} for item in self.recalled.used]
         message = await database_sync_to_async(assistant_message_finish)(
-            conversation=self.conversation, content=text, usage=self.usage.stored()
+            conversation=self.conversation, content=text, usage=usage
         )
         data = data or {}
         if self.recalled.used and "memories" not in data:

@@ -51,6 +51,13 @@ class HistoryItem:
         return usage if isinstance(usage, dict) and usage else None
 
     @property
+    def memories(self) -> list[dict[str, Any]]:
+        """The long-term memories recalled for this reply (kind and text), as the turn stored them."""
+        usage = self.usage or {}
+        memories = usage.get("memories")
+        return memories if isinstance(memories, list) else []
+
+    @property
     def is_incomplete(self) -> bool:
         return self.message.status in (MessageStatus.PARTIAL, MessageStatus.ERROR)
 

@@ -44,6 +44,8 @@ def _labels() -> dict[str, object]:
         "summarised": _("Older messages were summarised to fit the context window."),
         "tooLong": _("%(count)s / %(max)s characters: shorten the message to send it."),
         "windowed": _("Older messages were dropped by the sliding window (%(saved)s tokens saved)."),
+        "memories": _("Memories used (%(count)s)"),
+        "memoryKinds": {"event": _("event"), "memory": _("memory"), "turn": _("earlier turn")},
     }
 
 

@@ -403,6 +403,22 @@
     }));
   }
 
+  // The long-term memories a reply was given (the step frame's data.memories), as a closed list under it.
+  function memoriesBox(memories) {
+    if (!memories || !memories.length) return null;
+    var box = el("details", "chat-memories");
+    box.appendChild(el("summary", "", format(labels.memories, { count: memories.length })));
+    var list = el("ul", "");
+    memories.forEach(function (memory) {
+      var item = el("li", "chat-memory chat-memory-" + memory.kind);
+      item.appendChild(el("span", "chat-memory-kind", (labels.memoryKinds || {})[memory.kind] || memory.kind));
+      item.appendChild(document.createTextNode(" " + (memory.text || "")));
+      list.appendChild(item);
+    });
+    box.appendChild(list);
+    return box;
+  }
+
   function finishReply(frame) {
     var target = targetFor(frame);
     if (typeof frame.html === "string") {
@@ -489,6 +505,10 @@
       }
       case "step": {
         var index = Number(frame.index) || 0;
+        if (index === 0) {
+          var box = memoriesBox(((frame.agentChatResponse || {}).data || {}).memories);
+          if (box) targetFor(frame).item.appendChild(box);
+        }
         if (index > 0) {
           var card = ensureStep(index);
           setStepStatus(card, frame.status);

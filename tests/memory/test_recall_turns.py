@@ -66,7 +66,7 @@ async def test_a_new_conversation_recalls_what_the_user_said_in_an_earlier_one(
     await user_turn(tenant, first, "报告：越南A港口因台风临时关闭。")
 
     second = await _start(tenant, agent, member)
-    _user, _reply, sink = await user_turn(tenant, second, "A港口现在情况如何？")
+    _user, reply, sink = await user_turn(tenant, second, "A港口现在情况如何？")
 
     system = (await asyncio.to_thread(_system_prompts, scripted_llm))[-1]
     assert system.startswith("You track supply chain risks.")
@@ -74,6 +74,23 @@ async def test_a_new_conversation_recalls_what_the_user_said_in_an_earlier_one(
     (step,) = sink.of("step")
     memories = step["agentChatResponse"]["data"]["memories"]
     assert any(item["kind"] == "event" and "A港口" in item["text"] for item in memories)
+    # Kept with the reply, so the chat page shows what fed it after a reload too.
+    assert {"kind": "event", "text": "报告：越南A港口因台风临时关闭。"} in reply.usage["memories"]
+
+    @database_sync_to_async
+    def page():
+        from django.test import Client
+        from django.urls import reverse
+
+        client = Client()
+        client.force_login(member)
+        session = client.session
+        session["active_tenant_id"] = tenant.pk
+        session.save()
+        return client.get(reverse("chat:conversation", args=[second.pk]), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+
+    html = await page()
+    assert 'class="chat-memories"' in html and "Memories used (" in html and "越南A港口因台风临时关闭" in html
 
 
 async def test_another_user_of_the_tenant_recalls_nothing_of_it(tenant, member, memory_agent, scripted_llm):
