@@ -59,9 +59,11 @@ def test_the_contract_refuses_an_upward_import(tmp_path):
     assert "plans is not allowed to import chat" in result.stdout
 
 
-def test_memory_and_knowledge_stay_independent(tmp_path):
-    result = _lint(_tree_with(tmp_path, {"memory": "knowledge"}))
-    assert result.returncode == 1 and "memory is not allowed to import knowledge" in result.stdout
+def test_knowledge_never_imports_memory_which_stands_on_it(tmp_path):
+    result = _lint(_tree_with(tmp_path, {"knowledge": "memory"}))
+    assert result.returncode == 1 and "knowledge is not allowed to import memory" in result.stdout
+    (tmp_path / "down").mkdir()
+    assert _lint(_tree_with(tmp_path / "down", {"memory": "knowledge"})).returncode == 0
 
 
 def test_a_downward_import_is_allowed(tmp_path):
