@@ -23,6 +23,10 @@ LONG_CONVERSATION = {
     "description": "适合很长的对话：较早的消息会被压缩。For very long conversations: older messages are condensed.",
     "system_prompt": "你是一个耐心的助手，陪用户进行很长的对话。You are a patient assistant for long conversations.",
     "token_overflow_config": {"strategy": STRATEGY_SUMMARIZE, "max_tokens": 8192, "summary_threshold": 20},
+    # Remembers each user across conversations; extraction by rules, which the offline demo model needs (it cannot
+    # write the extraction JSON).
+    "long_term_memory": True,
+    "memory_extraction": "rules",
 }
 DEMO_AGENTS: dict[str, list[dict[str, Any]]] = {
     "energy": [

@@ -183,3 +183,17 @@ def test_rule_entities_find_names_in_english_and_chinese():
     assert {"Caroline", "Melanie", "LGBTQ"} <= names
     names = {entity["name"] for entity in event_graph.rule_entities("查询客户C的订单状态，张三在北京")}
     assert {"客户C", "张三", "北京"} <= names
+
+
+def test_a_plan_steps_agent_keeps_its_own_memory_under_seed_0s_key(make_agent, member, in_tenant):
+    from agents.services import conversation_start as start
+
+    planner, step_agent = make_agent("Planner"), make_agent("Researcher")
+    plan_conversation = start(agent=planner, user=member)
+    step_conversation = start(agent=step_agent, user=member, parent=plan_conversation)
+    owner = owner_of(step_conversation)
+    assert owner.key == f"{step_agent.pk}_{member.pk}_{step_conversation.pk}" == step_conversation.memory_key
+    assert owner_of(plan_conversation).key == f"{planner.pk}_{member.pk}"
+    events_store(owner, {"new_events": [_event("n1", "Step memory: the report is due Friday")]})
+    assert events_walk(owner_of(plan_conversation), "report due Friday", top_k=5, depth=1).events == []
+    assert len(events_walk(owner, "report due Friday", top_k=5, depth=1).events) == 1
