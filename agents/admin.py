@@ -7,6 +7,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agents.forms import AgentForm
+from agents.goal.models import GoalRun, GoalStep
 from agents.models import Agent, AgentVersion, ToolHttpAllowedHost, Workflow, WorkflowRun
 from agents.services import agent_publish
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
@@ -99,3 +100,47 @@ class WorkflowRunAdmin(TenantOwnedAdmin):
     list_display = ["workflow", "status", "started_at", "duration_ms"]
     list_filter = ["status"]
     readonly_fields = ["workflow", "conversation", "status", "inputs", "outputs", "log", "error", "duration_ms"]
+
+
+class GoalStepInline(TenantOwnedAdminMixin, admin.TabularInline):
+    """What the loop did, step by step: written by the loop only."""
+
+    model = GoalStep
+    extra = 0
+    can_delete = False
+    fields = ["iteration", "kind", "name", "arguments", "summary", "ok", "tokens", "duration_ms", "at"]
+    readonly_fields = fields
+    ordering = ["id"]
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(GoalRun)
+class GoalRunAdmin(TenantOwnedAdmin):
+    """Runs of long-lived goal agents, read-only: they are started, answered and stopped on their pages."""
+
+    list_display = ["goal_short", "agent", "user", "status", "limit_reached", "iterations", "tokens", "started_at"]
+    list_filter = ["status", "limit_reached", "agent"]
+    search_fields = ["goal", "result"]
+    date_hierarchy = "started_at"
+    inlines = [GoalStepInline]
+    fields = [
+        "tenant", "agent", "user", "goal", "status", "limit_reached", "stop_requested", "result", "error",
+        "max_iterations", "max_tokens_per_hour", "max_wall_seconds", "iterations", "tool_calls", "dreams", "tokens",
+        "question", "asked_at", "ask_deadline", "started_at", "ended_at",
+    ]  # fmt: skip
+    readonly_fields = fields
+
+    @admin.display(description=_("goal"))
+    def goal_short(self, obj: GoalRun) -> str:
+        return obj.goal[:80]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False

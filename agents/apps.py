@@ -10,6 +10,7 @@ class AgentsConfig(AppConfig):
     def ready(self) -> None:
         from agents import toolloop  # noqa: F401 - the turn runner of chat and ReAct agents
         from agents.demo import seed_demo_agents
+        from agents.goal import kind  # noqa: F401 - the long-lived goal agent kind, its tasks and its card
         from agents.tools import builtin  # noqa: F401 - registers the built-in tools
         from agents.workflows import agent_kind  # noqa: F401 - the workflow agent kind and the seed's functions
         from tenants.demo import register_demo_seeder

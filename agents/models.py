@@ -40,6 +40,7 @@ class AgentKind(models.TextChoices):
     REACT = "react", _("ReAct tool agent")
     WORKFLOW = "workflow", _("workflow agent")
     PLANNER = "planner", _("planner")
+    GOAL = "goal", _("long-lived goal agent")
 
 
 # The configuration a version freezes; AgentVersion.snapshot holds these keys (plus provider_id).
@@ -341,3 +342,8 @@ class ToolHttpAllowedHost(TenantOwned):
                 }
             )
         self.host = f"*.{name}" if wildcard else name
+
+
+# Seed 3's long-lived goal agent: its runs and their steps live in agents/goal/ (imported here so that Django finds
+# them as models of this app).
+from agents.goal.models import GoalRun, GoalStep  # noqa: E402, F401

@@ -82,6 +82,14 @@ DEFAULTS: dict[str, Any] = {
     "MEMORY_RECALL_TOKENS": 800,
     # The embedded default (Celery eager): extraction runs on a background thread after the reply, not in the turn.
     "MEMORY_EXTRACT_IN_THREAD": True,
+    # The long-lived goal agent (agents/goal): a run's limits, prefilled on its start page and the most an operator
+    # may set there: model iterations, tokens in any hour, seconds from start to end; the longest a question to the
+    # user waits (the model names its wait, up to this); iterations one task runs before it queues the next.
+    "GOAL_MAX_ITERATIONS": 50,
+    "GOAL_MAX_TOKENS_PER_HOUR": 200_000,
+    "GOAL_MAX_WALL_SECONDS": 3600,
+    "GOAL_ASK_TIMEOUT_SECONDS": 300.0,
+    "GOAL_ITERATIONS_PER_TASK": 5,
 }
 
 

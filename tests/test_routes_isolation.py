@@ -17,6 +17,7 @@ from django.contrib import admin
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from agents.goal.services import goal_run_start
 from agents.services import agent_create, agent_publish, conversation_start
 from agents.workflows.services import workflow_run_record, workflow_save
 from api.keys import key_create
@@ -77,10 +78,13 @@ def foreign(other_tenant, settings, tmp_path):
         )  # fmt: skip
         record = StepRecord.objects.create(tenant=other_tenant, step=plan.steps.get(), content=MARK)
         key, _secret = key_create(tenant=other_tenant, user=owner, name=f"{MARK} key")
+        goal_agent = agent_create(tenant=other_tenant, name=f"{MARK} goal agent", kind="goal")
+        goal_run = goal_run_start(agent=goal_agent, user=owner, goal=MARK, queue=False)
     return {
         "agent": agent, "conversation": conversation, "workflow": workflow, "run": run,
         "knowledge_base": knowledge_base, "document": document, "plan": plan, "record": record, "key": key,
         "membership": Membership.objects.get(user=owner, tenant=other_tenant), "tenant": other_tenant, "user": owner,
+        "goal_run": goal_run,
     }  # fmt: skip
 
 
@@ -104,6 +108,7 @@ def foreign_value(name: str, route: str, world: dict[str, Any]) -> str:
         "conversation_id": world["conversation"].pk, "knowledge_base_id": world["knowledge_base"].pk,
         "document_id": world["document"].pk, "key_id": world["key"].pk, "record_id": world["record"].recordId,
         "plan_id": world["plan"].planId, "planId": world["plan"].planId, "format": "json",
+        "goal_run_id": world["goal_run"].pk,
     }  # fmt: skip
     if name in simple:
         return str(simple[name])
