@@ -285,7 +285,7 @@ class GoalLoop:
             GoalStepKind.MODEL,
             setup.model,
             at=self.clock(),
-            summary=said or ", ".join(call.name for call in calls),
+            summary=said or "→ " + ", ".join(call.name for call in calls),
             tokens=reply.usage.total_tokens,
             duration_ms=reply.duration_ms,
         )
