@@ -13,8 +13,13 @@ from plans.tasks import ask_timeout_cancel
 
 
 def agents_available(*, tenant: Any) -> list[dict[str, str]]:
-    """The tenant's active agents a plan may use (planners excluded), with their descriptions."""
-    rows = Agent.objects.filter(tenant=tenant, active=True).exclude(kind=AgentKind.PLANNER).order_by("name")
+    """The tenant's active agents a plan may use, with their descriptions: not planners, and not long-lived goal agents
+    (they run from their own page, not as a step)."""
+    rows = (
+        Agent.objects.filter(tenant=tenant, active=True)
+        .exclude(kind__in=[AgentKind.PLANNER, AgentKind.GOAL])
+        .order_by("name")
+    )
     return [{"agentName": agent.name, "description": agent.description} for agent in rows]
 
 

@@ -467,6 +467,16 @@ def test_a_run_can_only_be_started_for_a_goal_agent(tenant, member, login):
     assert client.get(reverse("agents:goal_start", args=[chat.pk])).status_code == 404
 
 
+def test_the_agent_page_offers_a_run_and_the_planner_never_offers_a_goal_agent(tenant, member, goal_agent, login):
+    from plans.services import agents_available
+
+    page = login(member, tenant).get(reverse("agents:detail", args=[goal_agent.pk])).content.decode()
+    assert reverse("agents:goal_start", args=[goal_agent.pk]) in page and 'id="start-goal-run"' in page
+    with tenant_scope(tenant):
+        agent_create(tenant=tenant, name="Helper", token_overflow_config={"strategy": "none"})
+        assert [row["agentName"] for row in agents_available(tenant=tenant)] == ["Helper"]
+
+
 def test_the_admin_lists_goal_runs_read_only(tenant, tenant_admin, start, login):
     run = start()
     client = login(tenant_admin, tenant)
