@@ -19,6 +19,7 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("plans/", include("plans.urls")),
     path("knowledge/", include("knowledge.urls")),
+    path("memory/", include("memory.urls")),
     path("api/", include("api.urls")),
     # The OpenAI-compatible endpoint: base URL <site>/v1 for the openai SDK and its kin.
     path("v1/models", openai_compat.models, name="openai-models"),

@@ -1,10 +1,24 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import Count
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from memory.models import Conversation, ConversationContext, Message, OverflowMetric
+from memory.longterm.forget import event_delete, memory_item_delete
+from memory.models import (
+    Conversation,
+    ConversationContext,
+    Dream,
+    Entity,
+    Event,
+    EventRelation,
+    MemoryItem,
+    MemoryMetric,
+    Message,
+    OverflowMetric,
+    TurnMemory,
+)
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
 
 
@@ -91,6 +105,169 @@ class MessageAdmin(ReadOnlyMixin, TenantOwnedAdmin):
 @admin.register(OverflowMetric)
 class OverflowMetricAdmin(ReadOnlyMixin, TenantOwnedAdmin):
     list_display = ["day", "agent_id", "triggers", "summaries_made", "summaries_failed", "tokens_saved"]
+    list_filter = ["day"]
+    fields = list_display
+    readonly_fields = list_display
+    date_hierarchy = "day"
+
+
+# --- long-term memory ----------------------------------------------------------------------------------------------
+# The platform writes long-term memory (extraction, recall, sleep): administrators read it and may delete events and
+# memories (through the services the memory page uses), but never edit them (a changed text would keep the old
+# embedding and keywords). ReadOnlyMixin leaves deletion to the tenant's administrators, as every tenant-owned admin.
+
+OWNER_FILTERS = [("user", admin.RelatedOnlyFieldListFilter), "key"]
+
+
+class NoDeleteMixin(ReadOnlyMixin):
+    """Read-only, deletion refused: counters and indexes the platform keeps."""
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+class EventRelationInline(ReadOnlyMixin, TenantOwnedAdminMixin, admin.TabularInline):
+    model = EventRelation
+    fk_name = "source"
+    extra = 0
+    can_delete = False
+    fields = ["kind", "target"]
+    readonly_fields = fields
+    verbose_name = _("relation from this event")
+    verbose_name_plural = _("relations from this event")
+
+
+class IncomingRelationInline(EventRelationInline):
+    fk_name = "target"
+    fields = ["source", "kind"]
+    readonly_fields = fields
+    verbose_name = _("relation to this event")
+    verbose_name_plural = _("relations to this event")
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyMixin, TenantOwnedAdmin):
+    list_display = [
+        "event_id",
+        "timestamp",
+        "user",
+        "key",
+        "actor",
+        "action_type",
+        "short_summary",
+        "status",
+        "superseded_by",
+    ]
+    list_filter = [*OWNER_FILTERS, "actor", "status", "action_type"]
+    list_select_related = ["user", "superseded_by"]
+    search_fields = ["content_summary", "event_id"]
+    date_hierarchy = "timestamp"
+    fields = [
+        "event_id",
+        "user",
+        "key",
+        "agent_id",
+        "timestamp",
+        "actor",
+        "action_type",
+        "content_summary",
+        "entities",
+        "status",
+        "related_event_ids",
+        "superseded_by",
+        "superseded_at",
+        "conversation",
+        "source_message_ids",
+        "embedder",
+        "created_at",
+    ]
+    readonly_fields = fields
+    inlines = [EventRelationInline, IncomingRelationInline]
+
+    @admin.display(description=_("summary"))
+    def short_summary(self, obj: Event) -> str:
+        return obj.content_summary[:80]
+
+    def delete_model(self, request: HttpRequest, obj: Event) -> None:
+        event_delete(event=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset) -> None:
+        for event in queryset:
+            event_delete(event=event)
+
+
+@admin.register(Entity)
+class EntityAdmin(ReadOnlyMixin, TenantOwnedAdmin):
+    list_display = ["name", "type", "user", "key", "event_count"]
+    list_filter = [*OWNER_FILTERS, "type"]
+    list_select_related = ["user"]
+    search_fields = ["name"]
+    fields = ["name", "normalized", "type", "user", "key", "events"]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).annotate(number_of_events=Count("events"))
+
+    @admin.display(description=_("events"), ordering="number_of_events")
+    def event_count(self, obj: Entity) -> int:
+        return obj.number_of_events
+
+
+@admin.register(MemoryItem)
+class MemoryItemAdmin(ReadOnlyMixin, TenantOwnedAdmin):
+    list_display = ["short_text", "user", "key", "level", "long_term", "time", "recalls"]
+    list_filter = [*OWNER_FILTERS, "level", "long_term"]
+    list_select_related = ["user"]
+    search_fields = ["text"]
+    fields = ["text", "user", "key", "level", "long_term", "time", "recalls", "conversation", "embedder", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description=_("text"))
+    def short_text(self, obj: MemoryItem) -> str:
+        return obj.text[:80]
+
+    def delete_model(self, request: HttpRequest, obj: MemoryItem) -> None:
+        memory_item_delete(item=obj)
+
+
+@admin.register(TurnMemory)
+class TurnMemoryAdmin(NoDeleteMixin, TenantOwnedAdmin):
+    list_display = ["short_text", "user", "key", "conversation", "user_message_id", "created_at"]
+    list_filter = OWNER_FILTERS
+    list_select_related = ["user", "conversation"]
+    search_fields = ["text"]
+    fields = ["text", "user", "key", "conversation", "user_message_id", "reply_message_id", "embedder", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description=_("text"))
+    def short_text(self, obj: TurnMemory) -> str:
+        return obj.text[:80]
+
+
+@admin.register(Dream)
+class DreamAdmin(ReadOnlyMixin, TenantOwnedAdmin):
+    list_display = ["__str__", "user", "key", "created_at"]
+    list_filter = OWNER_FILTERS
+    list_select_related = ["user"]
+    search_fields = ["text"]
+    fields = ["text", "fragments", "user", "key", "created_at"]
+    readonly_fields = fields
+
+
+@admin.register(MemoryMetric)
+class MemoryMetricAdmin(NoDeleteMixin, TenantOwnedAdmin):
+    list_display = [
+        "day",
+        "agent_id",
+        "extractions",
+        "events_added",
+        "repaired",
+        "skipped",
+        "duplicates",
+        "superseded",
+        "dreams",
+        "forgotten",
+    ]
     list_filter = ["day"]
     fields = list_display
     readonly_fields = list_display

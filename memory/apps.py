@@ -6,3 +6,17 @@ class MemoryConfig(AppConfig):
     name = "memory"
     verbose_name = _("Memory")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from tenants.navigation import HomeCard, register_card
+
+        # Every member sees (and may delete) what the agents remember of them, and only that.
+        register_card(
+            HomeCard(
+                key="memory",
+                title=_("Memory"),
+                description=_("What the agents remember of you: events, memories and dreams; delete any of them."),
+                url_name="memory:index",
+                order=50,
+            )
+        )

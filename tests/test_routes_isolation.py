@@ -23,6 +23,8 @@ from agents.workflows.services import workflow_run_record, workflow_save
 from api.keys import key_create
 from api.models import KeyScope
 from knowledge.services import document_add, knowledge_base_create
+from memory.longterm import metrics as memory_metrics
+from memory.longterm.recall import turn_index
 from memory.services import message_add
 from plans import services as plan_services
 from plans.models import StepRecord
@@ -31,6 +33,7 @@ from tenants.scope import all_tenants, tenant_scope
 from tests.agents.factories import echo_workflow_yaml
 from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
+from tests.memory.memory_data import remember_story
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +67,7 @@ def foreign(other_tenant, settings, tmp_path):
         agent_publish(agent=agent, user=None)
         planner = agent_create(tenant=other_tenant, name=f"{MARK} planner", kind="planner")
         conversation = conversation_start(agent=agent, user=owner, title=MARK)
-        message_add(conversation=conversation, role="user", content=f"{MARK} secret question")
+        question = message_add(conversation=conversation, role="user", content=f"{MARK} secret question")
         workflow = workflow_save(tenant=other_tenant, yaml_text=WORKFLOW)
         run = workflow_run_record(
             workflow=workflow, status="completed", inputs={"q": MARK}, outputs={"a": MARK}, log=[]
@@ -78,12 +81,16 @@ def foreign(other_tenant, settings, tmp_path):
         )  # fmt: skip
         record = StepRecord.objects.create(tenant=other_tenant, step=plan.steps.get(), content=MARK)
         key, _secret = key_create(tenant=other_tenant, user=owner, name=f"{MARK} key")
+        memory = remember_story(user=owner, agent_id=agent.pk, word=f" {MARK}")
+        turn_index(conversation, user_message=question, reply=None)
+        memory_metrics.count(agent_id=agent.pk, extractions=1)
         goal_agent = agent_create(tenant=other_tenant, name=f"{MARK} goal agent", kind="goal")
         goal_run = goal_run_start(agent=goal_agent, user=owner, goal=MARK, queue=False)
     return {
         "agent": agent, "conversation": conversation, "workflow": workflow, "run": run,
         "knowledge_base": knowledge_base, "document": document, "plan": plan, "record": record, "key": key,
         "membership": Membership.objects.get(user=owner, tenant=other_tenant), "tenant": other_tenant, "user": owner,
+        "memory": memory,
         "goal_run": goal_run,
     }  # fmt: skip
 
@@ -108,6 +115,7 @@ def foreign_value(name: str, route: str, world: dict[str, Any]) -> str:
         "conversation_id": world["conversation"].pk, "knowledge_base_id": world["knowledge_base"].pk,
         "document_id": world["document"].pk, "key_id": world["key"].pk, "record_id": world["record"].recordId,
         "plan_id": world["plan"].planId, "planId": world["plan"].planId, "format": "json",
+        "event_id": world["memory"].delayed.pk, "item_id": world["memory"].memory.pk,
         "goal_run_id": world["goal_run"].pk,
     }  # fmt: skip
     if name in simple:
