@@ -376,6 +376,21 @@ KNOWLEDGE_MAX_PAGES = env.int("KNOWLEDGE_MAX_PAGES", default=DEFAULTS["KNOWLEDGE
 KNOWLEDGE_MAX_CHARACTERS = env.int("KNOWLEDGE_MAX_CHARACTERS", default=DEFAULTS["KNOWLEDGE_MAX_CHARACTERS"])
 KNOWLEDGE_MAX_CHUNKS = env.int("KNOWLEDGE_MAX_CHUNKS", default=DEFAULTS["KNOWLEDGE_MAX_CHUNKS"])
 
+# Long-term memory (docs/memory.md): seed 3's gap at level 0 and its growth per level, the level at which a memory is
+# long-term; recall's candidates and results; sleep's sample; what a turn recalls (events, hops, old turns) within
+# how many tokens; the embedded default's extraction on a background thread.
+MEMORY_GAP_SECONDS = env.float("MEMORY_GAP_SECONDS", default=DEFAULTS["MEMORY_GAP_SECONDS"])
+MEMORY_GAP_FACTOR = env.float("MEMORY_GAP_FACTOR", default=DEFAULTS["MEMORY_GAP_FACTOR"])
+MEMORY_LEVEL_CAP = env.int("MEMORY_LEVEL_CAP", default=DEFAULTS["MEMORY_LEVEL_CAP"])
+MEMORY_RECALL_CANDIDATES = env.int("MEMORY_RECALL_CANDIDATES", default=DEFAULTS["MEMORY_RECALL_CANDIDATES"])
+MEMORY_RECALL_TOP_N = env.int("MEMORY_RECALL_TOP_N", default=DEFAULTS["MEMORY_RECALL_TOP_N"])
+MEMORY_SLEEP_SAMPLE = env.int("MEMORY_SLEEP_SAMPLE", default=DEFAULTS["MEMORY_SLEEP_SAMPLE"])
+MEMORY_EVENTS_TOP_K = env.int("MEMORY_EVENTS_TOP_K", default=DEFAULTS["MEMORY_EVENTS_TOP_K"])
+MEMORY_EXPAND_DEPTH = env.int("MEMORY_EXPAND_DEPTH", default=DEFAULTS["MEMORY_EXPAND_DEPTH"])
+MEMORY_TURNS_TOP_K = env.int("MEMORY_TURNS_TOP_K", default=DEFAULTS["MEMORY_TURNS_TOP_K"])
+MEMORY_RECALL_TOKENS = env.int("MEMORY_RECALL_TOKENS", default=DEFAULTS["MEMORY_RECALL_TOKENS"])
+MEMORY_EXTRACT_IN_THREAD = env.bool("MEMORY_EXTRACT_IN_THREAD", default=DEFAULTS["MEMORY_EXTRACT_IN_THREAD"])
+
 # The long-lived goal agent: a run's default and largest limits (iterations, tokens in any hour, seconds of wall
 # time), the longest a question to the user waits before the loop goes on without an answer, and the iterations one
 # Celery task runs before it queues the next (so a worker is never held for a whole run and Stop is seen).
