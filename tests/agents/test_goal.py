@@ -410,7 +410,7 @@ def test_the_run_page_shows_iterations_tool_calls_and_dreams(tenant, member, sta
         GoalStep.objects.create(run=run, iteration=2, kind=GoalStepKind.DREAM, name="sleep", summary="A jasmine sea.")
     client = login(member, tenant)
 
-    page = client.get(reverse("agents:goal_run", args=[run.pk])).content.decode()
+    page = client.get(reverse("agents:goal_run", args=[run.pk]), HTTP_ACCEPT_LANGUAGE="en").content.decode()
 
     assert "Iteration 1" in page and "Iteration 2" in page
     assert "memory_remember" in page and "Likes jasmine tea" in page and "A jasmine sea." in page
