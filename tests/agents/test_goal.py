@@ -21,7 +21,6 @@ from agents.services import agent_create, conversation_start
 from memory.longterm.strength import Owner, remember
 from memory.models import Dream, MemoryItem
 from tenants.scope import tenant_scope
-from tests.browser.conftest import browser, page_for  # noqa: F401 - the browser fixtures
 from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import user_turn
@@ -485,50 +484,6 @@ def test_the_admin_lists_goal_runs_read_only(tenant, tenant_admin, start, login)
     page = client.get(reverse("admin:agents_goalrun_change", args=[run.pk])).content.decode()
     assert GOAL in page and 'name="goal"' not in page  # shown, not editable
     assert client.get(reverse("admin:agents_goalrun_add")).status_code == 403
-
-
-@pytest.mark.browser
-def test_in_a_browser_the_page_follows_the_run_asks_and_takes_the_answer(
-    asgi_live_server,
-    page_for,  # noqa: F811
-    tenant,
-    member,
-    goal_agent,
-    scripted_llm,
-    settings,
-):
-    settings.GOAL_ASK_TIMEOUT_SECONDS = 120
-    scripted_llm.set_rules(
-        m2({"tool_calls": [call("memory_remember", {"memory": "Asked about tea"})]}),
-        # Slow: the page is drawn while the run is still running, so only its poll can show the question.
-        m2({"tool_calls": [call("ask_user", {"tip": "Green or black tea?"})], "stall": 2.5}),
-        m2({"tool_calls": [call("finish", {"result": "Black tea it is."})]}, last_message="Black"),
-    )
-    page = page_for("en-US")
-    violations: list[str] = []
-    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    base = asgi_live_server.url
-    page.goto(f"{base}/accounts/login/")
-    page.fill("#id_username", member.username)
-    page.fill("#id_password", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-    page.goto(f"{base}{reverse('agents:goal_start', args=[goal_agent.pk])}")
-    page.fill("#id_goal", GOAL)
-    page.click("#start-goal")
-    page.wait_for_url(f"{base}/agents/goals/*/")
-    assert page.locator("#goal-answer").is_hidden()
-
-    page.wait_for_selector("#goal-answer:not([hidden])", timeout=15_000)  # the poll saw the question
-    assert page.inner_text("#goal-question") == "Green or black tea?"
-    assert "memory_remember" in page.inner_text("#goal-steps")
-    page.fill("#id_answer", "Black, please")
-    page.click("#goal-answer button[type=submit]")
-    page.wait_for_selector("#goal-result", timeout=15_000)
-
-    assert "Black tea it is." in page.inner_text("#goal-result")
-    assert page.locator("#goal-stop").is_hidden() and page.locator("#goal-answer").is_hidden()
-    assert violations == []
 
 
 # --- the chat -------------------------------------------------------------------------------------------------------
