@@ -1,18 +1,34 @@
 """Search collections of long-term memory, held per process and refreshed by what changed.
 
 One collection per owner (a memory key, or a conversation for indexed turns): the rows' keyword terms as BM25
-segments and their vectors as one matrix, ranked by knowledge.retrieval.rank_collection (the knowledge bases'
-fusion, not a copy). A refresh reads the owner's row count and newest id: rows added since are read alone and
-become a new segment; a deletion (the count does not add up) rebuilds the collection.
+segments (knowledge.keyword's index) and their vectors as one matrix (knowledge.retrieval.Collection). A refresh
+reads the owner's row count and newest id: rows added since are read alone and become a new segment; a deletion
+(the count does not add up) rebuilds the collection.
+
+Ranking is the knowledge bases' hybrid (BM25 and cosine candidates, each standardised over its own top
+CANDIDATES, summed by weight: knowledge.retrieval.fuse_zscore's formula), with three differences measured on
+conversations (bench/memory_recall.py, LoCoMo) where each helped:
+- the rows are dialogue, full of questions, so the keyword query leaves out English question words, auxiliaries
+  and pronouns ("what did you...": they match the questions in the memory rather than the answers);
+- English words are folded a little further than the knowledge bases' plural stemmer (Porter's step 1: -ed, -ing,
+  -ies; "researching" finds "research"), on the rows' stored terms and the query alike (in this process only: the
+  stored terms are unchanged);
+- the local model reads a question against dialogue worse than BM25 does: its weight is VECTOR_WEIGHT of the
+  knowledge bases' (which is the query's share of Latin letters, so Chinese is still ranked by BM25 alone).
+Every row gets a fused score (`Scored`), not only the candidates, so the event graph can weigh the neighbours it
+reaches along relations (memory.longterm.events.events_walk).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
+import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +38,14 @@ from django.db.models import Count, Max, Model
 
 from core.cache import LRUCache
 from knowledge.embedders import Embedder, EmbedderError, local_embedder
-from knowledge.keyword import BM25Index, index_terms, terms_for
-from knowledge.retrieval import Collection, rank_collection
+from knowledge.keyword import STOP_WORDS, BM25Index, CollectionStats, index_terms, terms_for
+from knowledge.retrieval import CANDIDATES, Collection, query_vector, vector_weight
+
+logger = logging.getLogger(__name__)
 
 MAX_SEGMENTS = 6
+# The vector retriever's weight against BM25's 1 (times the knowledge bases' weight by language).
+VECTOR_WEIGHT = 0.6
 _collections = LRUCache(256)
 _locks: dict[tuple, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -98,7 +118,7 @@ def _read(model: type[Model], filters: dict[str, Any], newer_than: int = 0) -> t
     signature = embedder().signature()
     for row_id, row_terms, vector, row_embedder in rows:
         ids.append(row_id)
-        terms.append(row_terms or "")
+        terms.append(fold_terms(row_terms or ""))
         vectors.append(vector if vector is not None and row_embedder == signature else None)
     return ids, terms, vectors
 
@@ -143,8 +163,187 @@ def collection(model: type[Model], **filters: Any) -> Collection:
 
 
 def rank(model: type[Model], query: str, *, top_k: int, allowed=None, **filters: Any) -> list[tuple[int, float]]:
-    """The best `top_k` (row id, score) of the owner's rows for `query` (hybrid: keyword and vectors)."""
-    return rank_collection(collection(model, **filters), query, embedder=embedder(), top_k=top_k, allowed=allowed)
+    """The best `top_k` (row id, score) of the owner's rows for `query` (hybrid: keyword and vectors).
+    `allowed(ids) -> bool mask` keeps only some rows."""
+    return scored(model, query, allowed=allowed, **filters).top(top_k)
+
+
+# --- the query and the terms ----------------------------------------------------------------------------------------
+
+# Left out of the keyword query (English; the Chinese ones are knowledge.keyword's stop words already).
+_QUESTION_WORDS = (
+    "what when where who whom whose which why how did does do doing done has have had was were is are am be been "
+    "being would could should can will might may shall you your yours i me my mine he she her hers his him they "
+    "them their we us our it its"
+)
+QUESTION_WORDS = frozenset(_QUESTION_WORDS.split())
+_QUERY_WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?", re.IGNORECASE)
+_WORD_CHARACTER = re.compile(r"\w")
+
+
+def keyword_query(query: str) -> str:
+    """What the keyword retriever reads of a query: English question words left out (unless nothing else is
+    left), the other English words folded as the rows' terms are; other scripts as they are."""
+    text = unicodedata.normalize("NFKC", query)
+
+    def kept(match: re.Match) -> str:
+        word = match.group(0).lower()
+        return " " if word in QUESTION_WORDS else fold(word)
+
+    cleaned = _QUERY_WORD.sub(kept, text)
+    return cleaned if _WORD_CHARACTER.search(cleaned) else _QUERY_WORD.sub(lambda m: fold(m.group(0).lower()), text)
+
+
+def fold_terms(terms: str) -> str:
+    """Stored keyword terms with English words folded (`fold`)."""
+    return " ".join(fold(term) for term in terms.split())
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: how many vowel-consonant sequences `stem` has (y after a consonant is a vowel)."""
+    kinds = []
+    for number, letter in enumerate(stem):
+        vowel = letter in "aeiou" or (letter == "y" and number > 0 and stem[number - 1] not in "aeiou")
+        if not kinds or kinds[-1] != vowel:
+            kinds.append(vowel)
+    return sum(1 for first, second in itertools.pairwise(kinds) if first and not second)
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(
+        letter in "aeiou" or (letter == "y" and number > 0 and stem[number - 1] not in "aeiou")
+        for number, letter in enumerate(stem)
+    )
+
+
+_CVC_END = re.compile(r"[^aeiou][aeiouy][^aeiouwxy]$")
+
+
+@functools.lru_cache(maxsize=65536)
+def fold(word: str) -> str:
+    """Porter's step 1 (plurals, -ed, -ing, a final y after a vowel-bearing stem) on a lower-case English word;
+    stop words and other words unchanged."""
+    if len(word) < 4 or word in STOP_WORDS or not word.isascii() or not word.isalpha():
+        return word
+    if word.endswith(("sses", "ies")):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    if word.endswith("eed"):
+        return word[:-1] if _measure(word[:-3]) > 0 else word
+    for suffix in ("ed", "ing"):
+        stem = word[: -len(suffix)]
+        if word.endswith(suffix) and _has_vowel(stem):
+            word = stem
+            if word.endswith(("at", "bl", "iz")):
+                word += "e"
+            elif len(word) > 1 and word[-1] == word[-2] and word[-1] not in "aeioulsz":
+                word = word[:-1]
+            elif _measure(word) == 1 and _CVC_END.search(word):
+                word += "e"
+            break
+    if word.endswith("y") and _has_vowel(word[:-1]):
+        word = word[:-1] + "i"
+    return word
+
+
+# --- scoring --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The fused relevance of every row of a collection for one query. `candidate` marks the rows a retriever
+    put in its top CANDIDATES (the rows `top` may return, as the knowledge bases' hybrid returns only those)."""
+
+    ids: np.ndarray  # ascending
+    scores: np.ndarray
+    candidate: np.ndarray
+
+    def top(self, k: int) -> list[tuple[int, float]]:
+        """The best `k` candidates (id, score), best first."""
+        rows = np.flatnonzero(self.candidate)
+        if k <= 0 or not len(rows):
+            return []
+        if len(rows) > k:
+            rows = rows[np.argpartition(-self.scores[rows], k - 1)[:k]]
+        rows = rows[np.lexsort((self.ids[rows], -self.scores[rows]))]
+        return [(int(self.ids[row]), float(self.scores[row])) for row in rows]
+
+    def of(self, ids: Sequence[int]) -> list[float]:
+        """The scores of `ids` (rows the collection does not hold score the lowest of all)."""
+        if not len(self.ids):
+            return [0.0] * len(ids)
+        wanted = np.asarray(list(ids), dtype=np.int64)
+        rows = np.clip(np.searchsorted(self.ids, wanted), 0, len(self.ids) - 1)
+        lowest = float(self.scores.min())
+        return [
+            float(self.scores[row]) if self.ids[row] == pk else lowest for row, pk in zip(rows, wanted, strict=True)
+        ]
+
+
+def _standardised(scores: np.ndarray, eligible: np.ndarray, *, pad: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """(z-scores of all rows against the top CANDIDATES eligible rows, the mask of those top rows). When there are
+    fewer, the sample is padded with `pad` (BM25: 0, what the rest of the collection scores; None: the lowest of
+    them, as fuse_zscore pads the vector list)."""
+    rows = np.flatnonzero(eligible)
+    if len(rows) > CANDIDATES:
+        rows = rows[np.argpartition(-scores[rows], CANDIDATES - 1)[:CANDIDATES]]
+    top = np.zeros(len(scores), dtype=bool)
+    top[rows] = True
+    sample = scores[rows].astype(np.float64)
+    if len(sample) < CANDIDATES and (pad is not None or len(sample)):
+        filler = pad if pad is not None else float(sample.min())
+        sample = np.concatenate([sample, np.full(CANDIDATES - len(sample), filler)])
+    spread = float(sample.std()) if len(sample) else 0.0
+    if spread <= 1e-9:
+        return np.zeros(len(scores)), top
+    return (scores - float(sample.mean())) / spread, top
+
+
+def score_collection(
+    held: Collection, query: str, *, allowed: Callable[[np.ndarray], np.ndarray] | None = None
+) -> Scored:
+    """Every row of `held` scored for `query` (see the module's docstring)."""
+    ids = np.concatenate([segment.ids for segment in held.segments]) if held.segments else np.zeros(0, np.int64)
+    query = (query or "").strip()
+    if not query or not len(ids):
+        return Scored(ids, np.zeros(len(ids)), np.zeros(len(ids), dtype=bool))
+    order = None if bool(np.all(ids[1:] > ids[:-1])) else np.argsort(ids, kind="stable")  # segments are in id order
+    ids = ids if order is None else ids[order]
+    words = keyword_query(query)
+    stats = CollectionStats.of(held.segments, words)
+    keyword = np.concatenate([segment.scores(words, stats) for segment in held.segments]).astype(np.float64)
+    keyword = keyword if order is None else keyword[order]
+    mask = np.ones(len(ids), dtype=bool) if allowed is None else np.asarray(allowed(ids), dtype=bool)
+    keyword_z, keyword_top = _standardised(keyword, mask & (keyword > 0), pad=0.0)
+    fused, candidate = keyword_z, keyword_top
+    similarity = np.zeros(len(ids))
+    model = embedder()
+    weight = VECTOR_WEIGHT * vector_weight(model, query)
+    vector = None
+    if weight > 0 and len(held.vector_ids):
+        try:
+            vector = query_vector(model, query)
+        except EmbedderError:
+            logger.warning("query embedding failed, keyword ranking only", exc_info=True)
+    if vector is not None:
+        rows = np.searchsorted(ids, held.vector_ids)
+        has_vector = np.zeros(len(ids), dtype=bool)
+        has_vector[rows] = True
+        similarity[rows] = held.matrix @ np.asarray(vector, dtype=np.float32)
+        vector_z, vector_top = _standardised(similarity, mask & has_vector, pad=None)
+        if vector_top.any():  # rows without a vector score the lowest of the vector candidates
+            vector_z[~has_vector] = float(vector_z[vector_top].min())
+        fused = fused + weight * vector_z
+        candidate = candidate | vector_top
+    if not fused.any():  # every retriever flat: the keyword order, then the vector order
+        fused = keyword + 1e-3 * similarity
+    return Scored(ids, fused, candidate & mask)
+
+
+def scored(model: type[Model], query: str, *, allowed=None, **filters: Any) -> Scored:
+    """The owner's rows scored for `query` (call inside the tenant scope; `filters` name the owner)."""
+    return score_collection(collection(model, **filters), query, allowed=allowed)
 
 
 def clear_caches() -> None:
