@@ -9,18 +9,15 @@ loses both: a run then stays as it was until it is stopped (its page says so).
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import threading
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from celery import current_app
 
+from core.background import BackgroundLine
+
 logger = logging.getLogger(__name__)
 
-# Eager mode: goal runs iterate side by side on this many threads; a run goes to the back of the line after each
-# task's iterations, so one long run never holds back another.
 LINE_THREADS = 2
 
 
@@ -28,54 +25,9 @@ def eager() -> bool:
     return bool(current_app.conf.task_always_eager)
 
 
-class _GoalLine:
-    """The embedded default's worker: each submitted run id gets one task's iterations on a background thread."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.executor: ThreadPoolExecutor | None = None
-        self.pending: set[Future] = set()
-
-    def submit(self, tenant_id: int, run_id: int) -> None:
-        with self.lock:
-            if self.executor is None:
-                self.executor = ThreadPoolExecutor(max_workers=LINE_THREADS, thread_name_prefix="goal-run")
-            future = self.executor.submit(self._run, tenant_id, run_id)
-            self.pending.add(future)
-        future.add_done_callback(self._done)
-
-    def _done(self, future: Future) -> None:
-        with self.lock:
-            self.pending.discard(future)
-
-    @staticmethod
-    def _run(tenant_id: int, run_id: int) -> None:
-        from django.db import close_old_connections
-
-        from agents.goal.tasks import run_goal
-
-        try:
-            run_goal(tenant_id, run_id)
-        except Exception:  # a background thread has no caller to tell: log it
-            logger.exception("goal run %s failed on the background line", run_id)
-        finally:
-            close_old_connections()
-
-    def wait(self, timeout: float = 30.0) -> bool:
-        """Wait until no run is queued or running here (the runs a task queues included); False on timeout."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with self.lock:
-                pending = list(self.pending)
-            if not pending:
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            concurrent.futures.wait(pending, timeout=left)
-
-
-goal_line = _GoalLine()
+# Eager mode: goal runs iterate side by side on LINE_THREADS threads; a run goes to the back of the line after each
+# task's iterations, so one long run never holds back another.
+goal_line = BackgroundLine("goal-run", threads=LINE_THREADS)
 
 # Eager mode: run id -> the timer of its open question (cancelled when the user answers).
 _timers: dict[int, threading.Timer] = {}
@@ -84,11 +36,11 @@ _timers_lock = threading.Lock()
 
 def queue_run(*, tenant_id: int, run_id: int) -> str:
     """Queue one task's iterations of a run; returns where: "celery" or "thread"."""
-    if eager():
-        goal_line.submit(tenant_id, run_id)
-        return "thread"
     from agents.goal.tasks import run_goal
 
+    if eager():
+        goal_line.submit(run_goal, tenant_id, run_id)
+        return "thread"
     run_goal.delay(tenant_id, run_id)
     return "celery"
 

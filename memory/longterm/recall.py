@@ -11,23 +11,19 @@ never waits for it.
 from __future__ import annotations
 
 import datetime as dt
-import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.db import transaction
 
+from core.background import BackgroundLine
 from core.conf import setting
 from llm.tokens import count_text
 from memory.longterm import events as event_graph
 from memory.longterm import store, strength
 from memory.longterm.strength import Owner
-from memory.models import Conversation, ConversationContext, Event, TurnMemory
-
-logger = logging.getLogger(__name__)
+from memory.models import Conversation, ConversationContext, TurnMemory
 
 TURN_TEXT_CHARS = 1500
 
@@ -146,46 +142,9 @@ def turn_index(conversation: Conversation, *, user_message: Any, reply: Any | No
 # --- after the turn -----------------------------------------------------------------------------------------------
 
 
-class _ExtractLine:
-    """The embedded default has no worker: extraction runs on one background thread of this process, after the
-    reply is stored, as a Celery worker would run it."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.executor: ThreadPoolExecutor | None = None
-        self.pending: set[Future] = set()
-
-    def submit(self, *args: Any) -> None:
-        from memory.tasks import extract_turn_memory
-
-        with self.lock:
-            if self.executor is None:
-                self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-extract")
-            future = self.executor.submit(self._run, extract_turn_memory, *args)
-            self.pending.add(future)
-            future.add_done_callback(self.pending.discard)
-
-    @staticmethod
-    def _run(task: Any, *args: Any) -> None:
-        from django.db import close_old_connections
-
-        try:
-            task(*args)
-        except Exception:
-            logger.exception("memory extraction failed")
-        finally:
-            close_old_connections()
-
-    def wait(self, timeout: float = 30.0) -> None:
-        """Wait for the extractions queued so far (tests, the benchmark)."""
-        import concurrent.futures
-
-        with self.lock:
-            pending = list(self.pending)
-        concurrent.futures.wait(pending, timeout=timeout)
-
-
-extract_line = _ExtractLine()
+# The embedded default has no worker: extraction runs on one background thread of this process, after the reply is
+# stored, as a Celery worker would run it.
+extract_line = BackgroundLine("memory-extract", threads=1)
 
 
 def after_turn(*, conversation: Conversation, user_message_id: int, reply_message_id: int | None, mode: str) -> None:
@@ -196,10 +155,6 @@ def after_turn(*, conversation: Conversation, user_message_id: int, reply_messag
 
     args = (conversation.tenant_id, conversation.pk, user_message_id, reply_message_id, mode)
     if current_app.conf.task_always_eager and setting("MEMORY_EXTRACT_IN_THREAD"):
-        transaction.on_commit(lambda: extract_line.submit(*args))
+        transaction.on_commit(lambda: extract_line.submit(extract_turn_memory, *args))
     else:
         transaction.on_commit(lambda: extract_turn_memory.delay(*args))
-
-
-def events_count(owner: Owner) -> int:
-    return Event.objects.filter(user_id=owner.user_id, key=owner.key).count()
