@@ -132,7 +132,26 @@ def chunk_text(text: str, *, chunk_size: int, chunk_overlap: int) -> list[str]:
     """`text` as chunks of at most `chunk_size` tokens with sentence overlap (see the module docstring)."""
     overlap = max(0, min(chunk_overlap, chunk_size // 2))
     units = [unit for sentence in split_sentences(text) for unit in _fit(sentence, chunk_size)]
-    return [chunk.strip() for chunk in _pack(units, chunk_size, overlap) if chunk.strip()]
+    chunks: list[str] = []
+    for chunk in _pack(units, chunk_size, overlap):
+        chunks.extend(_within(chunk.strip(), chunk_size))
+    return chunks
+
+
+def _within(text: str, size: int) -> list[str]:
+    """`text` if it is at most `size` tokens, else cut at token boundaries until every part is. Packing adds the
+    units' own counts, and tokens do not add up exactly: BPE may join or split differently where two units meet."""
+    if not text:
+        return []
+    if count_text(text) <= size:
+        return [text]
+    step = size
+    while step > 0:
+        parts = [part.strip() for part in _cut_by_tokens(text, step) if part.strip()]
+        if all(count_text(part) <= size for part in parts):
+            return parts
+        step -= 1
+    return [text]  # not reached: one token is always within size
 
 
 def chunk_sections(sections: Iterable[Section], *, chunk_size: int, chunk_overlap: int) -> list[ChunkDraft]:

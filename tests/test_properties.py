@@ -87,6 +87,8 @@ def _is_subsequence(needle: str, haystack: str) -> bool:
     size=st.integers(min_value=8, max_value=120),
     overlap=st.integers(min_value=0, max_value=40),
 )
+# Found in CI: the packed units' counts add up to 16, the joined text is 17 tokens.
+@hypothesis.example(text="电光？.aY逆c1001b0光,", size=16, overlap=36)
 def test_the_chunker_loses_no_text(text, size, overlap):
     chunks = chunk_text(text, chunk_size=size, chunk_overlap=overlap)
     squeeze = re.compile(r"\s+")
