@@ -61,6 +61,7 @@ SNAPSHOT_FIELDS = (
 class MemoryExtraction(models.TextChoices):
     MODEL = "model", _("by the model (a separate call after each turn)")
     RULES = "rules", _("by rules (offline: one event per message, no model call)")
+    COMBINED = "combined", _("with the reply (one call answers the reply and the events as JSON)")
 
 
 class Agent(TenantOwned):
@@ -122,7 +123,11 @@ class Agent(TenantOwned):
         max_length=10,
         choices=MemoryExtraction.choices,
         default=MemoryExtraction.MODEL,
-        help_text=_("How the events of a turn are found, after the reply (the reply never waits for it)."),
+        help_text=_(
+            "How the events of a turn are found. By the model or by rules: after the reply, which never waits for "
+            "them. With the reply: the model answers the reply and the events in one JSON object, and only the reply "
+            "is shown."
+        ),
     )
     knowledge_bases = models.ManyToManyField(
         "knowledge.KnowledgeBase",
@@ -156,13 +161,18 @@ class Agent(TenantOwned):
 
     def clean(self) -> None:
         super().clean()
-        from agents.tools import get_tool
+        from agents.tools import get_tool, tool_refusal
 
         if not isinstance(self.tools, list) or not all(isinstance(name, str) for name in self.tools):
             raise ValidationError({"tools": _("Give the tools as a list of tool names.")})
         unknown = [name for name in self.tools if get_tool(name) is None]
         if unknown:
             raise ValidationError({"tools": _("Unknown tools: %(names)s.") % {"names": ", ".join(unknown)}})
+        tenant = self.tenant if self.tenant_id else current_tenant()
+        refusals = [refusal for name in self.tools if (refusal := tool_refusal(name, tenant=tenant))]
+        if refusals:
+            # A pack's tool exists only where the platform operator enabled the pack (tenants.packs).
+            raise ValidationError({"tools": refusals})
         try:
             self.token_overflow_config = OverflowConfig.from_dict(self.token_overflow_config).to_dict()
         except OverflowConfigError as exc:

@@ -107,6 +107,8 @@ class TurnContext:
     # Long-term memory recalled for this turn (agents with long-term memory); runners that build a model request
     # put its lines in the system message, and the reply's step frame says what was used.
     recalled: Recalled = field(default_factory=Recalled)
+    # The model's whole answer when the reply came with its events (seed 2's combined answer): extracted after.
+    memory_answer: str | None = None
     usage: Usage = Usage()
     _text: list[str] = field(default_factory=list)
 
@@ -288,6 +290,7 @@ async def run_turn(
             user_message_id=user_message.pk,
             reply_message_id=result.message.pk,
             mode=config.memory_extraction,
+            answer=turn.memory_answer,
         )
     return result
 

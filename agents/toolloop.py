@@ -20,6 +20,8 @@ from django.utils.translation import gettext
 
 from agents import frames, textprotocol
 from agents.config import AgentConfig
+from agents.models import MemoryExtraction
+from agents.replyjson import ReplyField, reply_of
 from agents.runtime import TurnContext, TurnResult, TurnRunner, TurnStatus, register_runner
 from agents.tools import Tool, ToolCallContext, tools_for
 from agents.tools.invoke import ToolOutcome, invoke_tool, merge_tool_context
@@ -28,6 +30,7 @@ from core.db import database_sync_to_async
 from llm import errors
 from llm.client import Finished, TextDelta, ToolCall, ToolCallStarted, stream_chat
 from llm.errors import LLMError
+from memory.longterm.events import COMBINED_PROMPT
 from memory.models import Conversation
 from memory.services import context_build, tool_exchange_add
 
@@ -46,6 +49,8 @@ class LoopSetup:
     strategy: dict[str, Any]
     tools: list[Tool] = field(default_factory=list)
     text_protocol: bool = False
+    # Seed 2's combined answer: the model answers {"user_reply", "new_events", ...}; only the reply is shown.
+    combined: bool = False
 
 
 def loop_setup(*, conversation: Conversation, config: AgentConfig, recalled: Sequence[str] = ()) -> LoopSetup:
@@ -60,6 +65,10 @@ def loop_setup(*, conversation: Conversation, config: AgentConfig, recalled: Seq
     prompt = config.system_prompt
     if text_protocol:
         prompt = textprotocol.system_prompt(role=prompt, tools=tools, language=config.language)
+    # The text protocol already fixes the form of the answer: there the events are extracted by a separate call.
+    combined = config.long_term_memory and config.memory_extraction == MemoryExtraction.COMBINED and not text_protocol
+    if combined:
+        prompt = f"{prompt}\n\n{COMBINED_PROMPT}" if prompt.strip() else COMBINED_PROMPT
     built = context_build(conversation=conversation, system_prompt=prompt, model=config.model, recalled=recalled)
     window = built.window
     strategy = {
@@ -69,7 +78,7 @@ def loop_setup(*, conversation: Conversation, config: AgentConfig, recalled: Seq
         "summarized": bool(window.summarize_ids),
     }
     messages = textprotocol.to_text_messages(built.messages) if text_protocol else built.messages
-    return LoopSetup(messages=messages, strategy=strategy, tools=tools, text_protocol=text_protocol)
+    return LoopSetup(messages=messages, strategy=strategy, tools=tools, text_protocol=text_protocol, combined=combined)
 
 
 def no_provider() -> LLMError:
@@ -100,6 +109,7 @@ class _Loop:
         self.turn = turn
         self.setup = setup
         self.allowed: dict[str, Tool] = {tool.name: tool for tool in setup.tools}
+        self.reply_field: ReplyField | None = None
 
     async def run(self) -> TurnResult:
         turn, setup = self.turn, self.setup
@@ -137,6 +147,8 @@ class _Loop:
                     for call in finished.tool_calls
                 )
                 if not calls:
+                    if self.reply_field is not None:
+                        return await self._combined_answer(finished.text)
                     return await turn.finish(finished.text)
             if rounds >= max_iterations():
                 return await self._answer(
@@ -178,6 +190,7 @@ class _Loop:
         """One model call; text streams as deltas when `stream_text` (the text protocol waits for the whole reply)."""
         turn = self.turn
         turn.restart_text()
+        self.reply_field = ReplyField() if self.setup.combined and stream_text else None
         finished: Finished | None = None
         async for event in stream_chat(
             tenant=turn.tenant,
@@ -191,7 +204,11 @@ class _Loop:
             cancel=turn.stop,
         ):
             if isinstance(event, TextDelta):
-                if stream_text:
+                if self.reply_field is not None:
+                    shown = self.reply_field.feed(event.text)
+                    if shown:
+                        await turn.delta(shown)
+                elif stream_text:
                     await turn.delta(event.text)
             elif isinstance(event, ToolCallStarted):
                 await turn.emit(
@@ -202,6 +219,21 @@ class _Loop:
         assert finished is not None  # stream_chat always ends with Finished or raises
         turn.count(finished.usage.prompt_tokens, finished.usage.completion_tokens, await finished.recorded())
         return finished
+
+    async def _combined_answer(self, answer: str) -> TurnResult:
+        """The end of a combined answer: the reply is its `user_reply` (what was not streamed yet is sent now), the
+        whole answer goes to the extraction after the turn."""
+        turn, field = self.turn, self.reply_field
+        assert field is not None
+        rest = field.close()
+        if rest:
+            await turn.delta(rest)
+        reply = reply_of(answer, field)
+        shown = turn.text
+        if reply != shown:
+            await turn.say(reply[len(shown) :] if reply.startswith(shown) else reply)
+        turn.memory_answer = answer
+        return await turn.finish(reply)
 
     async def _tool_frame(self, call: ToolCall, status: str, arguments: dict[str, Any], result: str = "") -> None:
         summary = None if status == frames.ToolStatus.STARTED else _summary(result)

@@ -50,10 +50,15 @@ def summarize_conversation(self, tenant_id: int, conversation_id: int, message_i
 
 @shared_task(name="memory.extract_turn_memory")
 def extract_turn_memory(
-    tenant_id: int, conversation_id: int, user_message_id: int, reply_message_id: int | None, mode: str
+    tenant_id: int,
+    conversation_id: int,
+    user_message_id: int,
+    reply_message_id: int | None,
+    mode: str,
+    answer: str | None = None,
 ) -> str:
-    """After a turn: index it (M7) and extract its events (M5) by `mode` ("model" or "rules"). Never raises for a
-    model failure: the extraction is skipped and counted."""
+    """After a turn: index it (M7) and extract its events (M5) by `mode` ("model", "rules", or "combined" with the
+    model's whole JSON `answer`). Never raises for a model failure: the extraction is skipped and counted."""
     from memory.longterm.extraction import turn_memory_extract
 
     tenant = Tenant.objects.filter(pk=tenant_id).first()
@@ -64,8 +69,9 @@ def extract_turn_memory(
         if conversation is None:
             return "gone"
         return turn_memory_extract(
-            conversation=conversation, user_message_id=user_message_id, reply_message_id=reply_message_id, mode=mode
-        )
+            conversation=conversation, user_message_id=user_message_id, reply_message_id=reply_message_id, mode=mode,
+            answer=answer,
+        )  # fmt: skip
 
 
 @shared_task(name="memory.sleep_all")

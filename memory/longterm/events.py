@@ -83,19 +83,34 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
     },
 }
 
-EXTRACTION_PROMPT = """\
-You maintain the event graph of a user's long-term memory (seed: event knowledge graph). From the new exchange, \
-extract the events worth remembering: facts reported, requests, decisions, outcomes. Skip greetings and small talk. \
-Answer with one JSON object only, no prose, of this form:
-{"new_events": [{"event_id": "n1", "actor": "user|assistant|system", "action_type": "query|answer|report|\
+_EVENT_FORM = """\
+"new_events": [{"event_id": "n1", "actor": "user|assistant|system", "action_type": "query|answer|report|\
 clarify|decision|execute_tool|plan|other", "content_summary": "one short sentence in the conversation's \
 language", "entities": [{"name": "...", "type": "ORG|PERSON|PLACE|PRODUCT|ORDER|DATE|OTHER"}], "status": \
 "pending|completed|failed", "supersedes": ["<id of a known event this one contradicts or replaces>"]}],
- "relations": [{"source": "<id>", "type": "causes|follows|refers_to|resolves", "target": "<id>"}]}
+ "relations": [{"source": "<id>", "type": "causes|follows|refers_to|resolves", "target": "<id>"}]}"""
+
+_EVENT_RULES = """\
 Ids of new events are yours ("n1", "n2"...); known events keep their ids. "A causes B" when A is a reason for B \
-(a closed port causes a delay; a delay causes a late order). "A resolves B" when A settles B. Use \
-{"new_events": []} when nothing is worth remembering.
+(a closed port causes a delay; a delay causes a late order). "A resolves B" when A settles B."""
+
+EXTRACTION_PROMPT = f"""\
+You maintain the event graph of a user's long-term memory (seed: event knowledge graph). From the new exchange, \
+extract the events worth remembering: facts reported, requests, decisions, outcomes. Skip greetings and small talk. \
+Answer with one JSON object only, no prose, of this form:
+{{{_EVENT_FORM}
+{_EVENT_RULES} Use {{"new_events": []}} when nothing is worth remembering.
 你负责维护用户长期记忆的事件图谱：从新的对话中提取值得记住的事件，只输出一个 JSON 对象。"""
+
+# Seed 2's combined answer: the reply and the exchange's events in one model call. The runner streams only
+# `user_reply` to the person (agents.replyjson); the extraction validates the rest (one repair, else skipped).
+COMBINED_PROMPT = f"""\
+Long-term memory: answer every message with one JSON object only, no prose around it, `user_reply` first:
+{{"user_reply": "<your reply to the user, as you would write it, in the user's language>", {_EVENT_FORM}
+`new_events` are the events of this exchange worth remembering (facts reported, requests, decisions, outcomes; \
+none for small talk: []). Known events are listed among the recalled memories, with their ids in brackets.
+{_EVENT_RULES}
+长期记忆：每次只输出一个 JSON 对象，先写 user_reply（给用户的回复），再写本轮值得记住的事件 new_events。"""
 
 
 class ExtractionInvalid(ValueError):
@@ -558,8 +573,12 @@ def known_events_text(owner: Owner, query: str, limit: int = 8) -> str:
     )
 
 
-def extract_with_model(*, complete: Any, known: str, exchange: str, now: dt.datetime) -> Extraction:
-    """Ask the model for the exchange's events (`complete(messages) -> text`), validate, repair once, else skip."""
+def extract_with_model(
+    *, complete: Any, known: str, exchange: str, now: dt.datetime, first_answer: str | None = None
+) -> Extraction:
+    """Ask the model for the exchange's events (`complete(messages) -> text`), validate, repair once, else skip.
+    With `first_answer` (seed 2's combined answer, which came with the reply) that answer is the first try: a valid
+    one costs no call, an invalid one gets the one repair call."""
     messages = [
         {"role": "system", "content": EXTRACTION_PROMPT},
         {
@@ -567,7 +586,7 @@ def extract_with_model(*, complete: Any, known: str, exchange: str, now: dt.date
             "content": f"Now: {now.isoformat(timespec='seconds')}\nKnown events:\n{known}\n\nNew exchange:\n{exchange}",
         },
     ]
-    answer = complete(messages)
+    answer = complete(messages) if first_answer is None else first_answer
     try:
         return Extraction(parse_extraction(answer))
     except ExtractionInvalid as exc:

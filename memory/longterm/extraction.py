@@ -20,13 +20,20 @@ from tenants.scope import all_tenants, tenant_scope
 
 logger = logging.getLogger(__name__)
 
-MODES = ("model", "rules")
+MODES = ("model", "rules", "combined")
 
 
 def turn_memory_extract(
-    *, conversation: Conversation, user_message_id: int, reply_message_id: int | None, mode: str
+    *,
+    conversation: Conversation,
+    user_message_id: int,
+    reply_message_id: int | None,
+    mode: str,
+    answer: str | None = None,
 ) -> str:
-    """Index the exchange and extract its events; returns what happened ("stored", "skipped", ...)."""
+    """Index the exchange and extract its events; returns what happened ("stored", "skipped", ...). Mode
+    `combined` reads the events from `answer`, the model's whole JSON answer of the turn (no call when it is
+    valid; the one repair call when it is not, or when the model answered in prose)."""
     messages = Message.objects.in_bulk([pk for pk in (user_message_id, reply_message_id) if pk])
     user_message, reply = messages.get(user_message_id), messages.get(reply_message_id) if reply_message_id else None
     if user_message is None:
@@ -63,7 +70,10 @@ def turn_memory_extract(
 
     try:
         known = event_graph.known_events_text(owner, user_message.content)
-        extraction = event_graph.extract_with_model(complete=complete, known=known, exchange=exchange, now=now)
+        extraction = event_graph.extract_with_model(
+            complete=complete, known=known, exchange=exchange, now=now,
+            first_answer=(answer or "") if mode == "combined" else None,
+        )  # fmt: skip
     except LLMError as exc:
         logger.warning("event extraction of conversation %s failed: %s", conversation.pk, exc)
         metrics.count(agent_id=owner.agent_id, skipped=1)

@@ -147,13 +147,21 @@ def turn_index(conversation: Conversation, *, user_message: Any, reply: Any | No
 extract_line = BackgroundLine("memory-extract", threads=1)
 
 
-def after_turn(*, conversation: Conversation, user_message_id: int, reply_message_id: int | None, mode: str) -> None:
-    """Queue the memory work of a finished turn (on commit): index the turn, extract its events by `mode`."""
+def after_turn(
+    *,
+    conversation: Conversation,
+    user_message_id: int,
+    reply_message_id: int | None,
+    mode: str,
+    answer: str | None = None,
+) -> None:
+    """Queue the memory work of a finished turn (on commit): index the turn, extract its events by `mode` (for
+    `combined`, from the model's whole `answer`)."""
     from celery import current_app
 
     from memory.tasks import extract_turn_memory
 
-    args = (conversation.tenant_id, conversation.pk, user_message_id, reply_message_id, mode)
+    args = (conversation.tenant_id, conversation.pk, user_message_id, reply_message_id, mode, answer)
     if current_app.conf.task_always_eager and setting("MEMORY_EXTRACT_IN_THREAD"):
         transaction.on_commit(lambda: extract_line.submit(extract_turn_memory, *args))
     else:
