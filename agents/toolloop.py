@@ -59,7 +59,7 @@ def loop_setup(*, conversation: Conversation, config: AgentConfig, recalled: Seq
     For a model whose provider entry says `function_calling: false`, the tools are offered through seed 1's text
     protocol: its prompt becomes the system prompt and the history is written in the protocol's text.
     """
-    tools = tools_for(config.tool_names)
+    tools = tools_for(config.tool_names, tenant=conversation.tenant)
     provider = config.provider
     text_protocol = bool(tools) and provider is not None and not provider.supports_function_calling(config.model)
     prompt = config.system_prompt

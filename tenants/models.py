@@ -23,6 +23,13 @@ class Tenant(models.Model):
         validators=[MinValueValidator(0)],
         help_text=_("Model tokens (prompt + completion) the tenant may use per calendar month; 0 means no calls."),
     )
+    # The keys of the packs enabled for the tenant (tenants.packs); only platform superusers change them.
+    packs = models.JSONField(
+        _("packs"),
+        default=list,
+        blank=True,
+        help_text=_("The packs whose tools, admin pages, workflow templates and demo data this tenant gets."),
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:
@@ -32,6 +39,12 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def has_pack(self, key: str) -> bool:
+        """Whether the pack `key` is enabled for this tenant ("", the platform itself, always is)."""
+        from tenants.packs import pack_enabled
+
+        return pack_enabled(self, key)
 
 
 class Role(models.TextChoices):

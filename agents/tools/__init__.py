@@ -1,7 +1,15 @@
 """Tools and plugins an agent can call (A4-A6): a base class, a registry, and the built-in tools."""
 
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
-from agents.tools.registry import all_tools, get_tool, python_tool, register_tool, tools_for
+from agents.tools.registry import (
+    all_tools,
+    get_tool,
+    python_tool,
+    register_tool,
+    tool_refusal,
+    tools_available,
+    tools_for,
+)
 
 __all__ = [
     "Tool",
@@ -12,5 +20,7 @@ __all__ = [
     "get_tool",
     "python_tool",
     "register_tool",
+    "tool_refusal",
+    "tools_available",
     "tools_for",
 ]

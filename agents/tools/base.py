@@ -48,9 +48,11 @@ class ToolResult:
 
 
 class Tool:
-    """Base of every tool. Subclasses set `name`, the descriptions and `parameters` (a JSON schema object)."""
+    """Base of every tool. Subclasses set `name`, the descriptions and `parameters` (a JSON schema object); a pack's
+    tool sets `pack` (tenants.packs) and exists only for the tenants that have the pack enabled."""
 
     name: str = ""
+    pack: str = ""
     description_en: str = ""
     description_zh: str = ""
     parameters: dict[str, Any] = {"type": "object", "properties": {}}

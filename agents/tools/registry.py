@@ -1,12 +1,23 @@
-"""The tool registry: built-in tools, tool packs and registered Python functions, by name."""
+"""The tool registry: built-in tools, tool packs and registered Python functions, by name.
+
+A pack's tool (`Tool.pack`) exists only for the tenants that have the pack enabled (tenants.packs): what a tenant
+is offered or may run goes through `tools_available`, `tools_for` and `tool_refusal`; `get_tool` and `all_tools`
+are the registry itself, whatever the tenant.
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from django.utils.translation import gettext as _
 
 from agents.tools.base import Tool, ToolCallContext, ToolResult
+from tenants.packs import pack_enabled, pack_name
+
+if TYPE_CHECKING:
+    from tenants.models import Tenant
 
 _tools: dict[str, Tool] = {}
 
@@ -31,18 +42,37 @@ def all_tools() -> list[Tool]:
     return sorted(_tools.values(), key=lambda tool: tool.name)
 
 
-def tools_for(names: Iterable[str]) -> list[Tool]:
-    """The registered tools among `names`, in that order (unknown names are left out)."""
-    return [_tools[name] for name in names if name in _tools]
+def tools_available(tenant: Tenant) -> list[Tool]:
+    """The tools `tenant` may use, by name: the platform's and those of the packs enabled for it."""
+    return [tool for tool in all_tools() if pack_enabled(tenant, tool.pack)]
+
+
+def tools_for(names: Iterable[str], *, tenant: Tenant) -> list[Tool]:
+    """The tools among `names` that `tenant` may use, in that order (unknown and unavailable names left out)."""
+    return [_tools[name] for name in names if name in _tools and pack_enabled(tenant, _tools[name].pack)]
+
+
+def tool_refusal(name: str, *, tenant: Tenant | None) -> str | None:
+    """Why `tenant` may not use the tool `name`, in words that say what to do (None: it may)."""
+    tool = _tools.get(name)
+    if tool is None:
+        return _("No tool named “%(name)s” is registered.") % {"name": name}
+    if pack_enabled(tenant, tool.pack):
+        return None
+    return _(
+        "The tool “%(name)s” belongs to the %(pack)s pack, which is not enabled for this tenant: ask the platform "
+        "operator to enable it (Admin › Tenants), or remove the tool."
+    ) % {"name": name, "pack": pack_name(tool.pack)}
 
 
 class PythonFunctionTool(Tool):
     """A registered Python function (also what workflow `custom` steps call): no user code is ever evaluated."""
 
     def __init__(self, func: Callable[..., Any], *, name: str, description_en: str, description_zh: str,
-                 parameters: dict[str, Any]) -> None:  # fmt: skip
+                 parameters: dict[str, Any], pack: str = "") -> None:  # fmt: skip
         self.func = func
         self.name = name
+        self.pack = pack
         self.description_en = description_en
         self.description_zh = description_zh
         self.parameters = parameters
@@ -57,10 +87,16 @@ class PythonFunctionTool(Tool):
 
 
 def python_tool(
-    *, name: str, description_en: str, description_zh: str = "", parameters: dict[str, Any] | None = None
+    *,
+    name: str,
+    description_en: str,
+    description_zh: str = "",
+    parameters: dict[str, Any] | None = None,
+    pack: str = "",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a Python function as a tool. It takes the arguments as keywords (and `call`, the
-    ToolCallContext, if it names it) and returns a ToolResult or any JSON-serialisable value; sync or async."""
+    """Register a Python function as a tool (of the pack `pack`, if given). It takes the arguments as keywords (and
+    `call`, the ToolCallContext, if it names it) and returns a ToolResult or any JSON-serialisable value; sync or
+    async."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         register_tool(
@@ -70,6 +106,7 @@ def python_tool(
                 description_en=description_en,
                 description_zh=description_zh,
                 parameters=parameters or {"type": "object", "properties": {}},
+                pack=pack,
             )
         )
         return func

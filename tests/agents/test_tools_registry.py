@@ -49,8 +49,8 @@ async def test_run_passes_the_tool_context(tenant):
     assert result.content_text() == '{"sum": 5}'
 
 
-def test_tools_for_keeps_order_and_skips_unknown_names():
-    assert [t.name for t in tools_for(["nope", "test_add"])] == ["test_add"]
+def test_tools_for_keeps_order_and_skips_unknown_names(tenant):
+    assert [t.name for t in tools_for(["nope", "test_add"], tenant=tenant)] == ["test_add"]
 
 
 def test_a_name_cannot_be_taken_by_another_tool_class():
