@@ -2,18 +2,49 @@
 
 from __future__ import annotations
 
-from django.db.models import Max
+from dataclasses import dataclass
 
-from agents.models import Agent, AgentVersion
+from django.db.models import Max, OuterRef, Subquery
+
+from agents.models import Agent, AgentKind, AgentVersion
 from memory.models import Conversation
+from tenants.models import Tenant
 
 
-def agent_list_for_planner(*, active_only: bool = True) -> list[Agent]:
-    """The scope's agents with their names and descriptions, for the planner's list-agents tool."""
-    agents = Agent.objects.only("id", "name", "description", "kind")
-    if active_only:
-        agents = agents.filter(active=True)
-    return list(agents.order_by("name"))
+@dataclass(frozen=True)
+class PlannerAgent:
+    """An agent as the planner sees it: its name, and the description and kind of its newest published version."""
+
+    name: str
+    description: str
+    kind: str
+
+
+def agent_list_for_planner(*, tenant: Tenant) -> list[PlannerAgent]:
+    """The tenant's active, published agents, by name, as their newest published version describes them: a draft
+    never reaches the planner, nor a draft's new description or kind. The name is the agent's own (the executor
+    finds a step's agent by it). Two queries."""
+    newest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-number").values("pk")[:1]
+    agents = list(
+        Agent.objects.filter(tenant=tenant, active=True)
+        .annotate(published_id=Subquery(newest))
+        .filter(published_id__isnull=False)
+        .only("id", "name")
+        .order_by("name")
+    )
+    versions = AgentVersion.objects.filter(pk__in=[agent.published_id for agent in agents])
+    snapshots = dict(versions.values_list("pk", "snapshot"))
+    rows = []
+    for agent in agents:
+        snapshot = snapshots.get(agent.published_id) or {}
+        rows.append(
+            PlannerAgent(
+                name=agent.name,
+                description=str(snapshot.get("description") or ""),
+                kind=str(snapshot.get("kind") or AgentKind.CHAT),
+            )
+        )
+    return rows
 
 
 def agent_get(*, agent_id: int) -> Agent:

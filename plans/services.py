@@ -6,25 +6,26 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from agents.models import Agent, AgentKind
+from agents.models import AgentKind
+from agents.selectors import agent_list_for_planner
 from memory.models import Conversation
 from plans.models import LogKind, Plan, PlanLog, PlanStatus, PlanStep, StepStatus
 from plans.tasks import ask_timeout_cancel
 
 
 def agents_available(*, tenant: Any) -> list[dict[str, str]]:
-    """The tenant's active agents a plan may use, with their descriptions: not planners, and not long-lived goal agents
-    (they run from their own page, not as a step)."""
-    rows = (
-        Agent.objects.filter(tenant=tenant, active=True)
-        .exclude(kind__in=[AgentKind.PLANNER, AgentKind.GOAL])
-        .order_by("name")
-    )
-    return [{"agentName": agent.name, "description": agent.description} for agent in rows]
+    """The agents a plan may use (agents.selectors.agent_list_for_planner: active and published, never a draft),
+    with their descriptions; not planners, and not long-lived goal agents (they run from their own page)."""
+    return [
+        {"agentName": agent.name, "description": agent.description}
+        for agent in agent_list_for_planner(tenant=tenant)
+        if agent.kind not in (AgentKind.PLANNER, AgentKind.GOAL)
+    ]
 
 
 def plan_problems(*, tenant: Any, steps: Any) -> list[str]:
-    """What is wrong with a proposed plan: unknown or inactive agents, repeated seqNo, unknown deps, a cycle."""
+    """What is wrong with a proposed plan: unknown, inactive or unpublished agents, repeated seqNo, unknown deps, a
+    cycle."""
     if not isinstance(steps, list) or not steps:
         return [_("A plan needs at least one step.")]
     names = {row["agentName"] for row in agents_available(tenant=tenant)}
@@ -44,7 +45,7 @@ def plan_problems(*, tenant: Any, steps: Any) -> list[str]:
             problems.append(_("seqNo %(seq)s is used twice.") % {"seq": seq})
         if step.get("agentName") not in names:
             problems.append(
-                _("Step %(seq)s: agent %(name)s does not exist or is not active.")
+                _("Step %(seq)s: agent %(name)s does not exist, is not active or is not published.")
                 % {"seq": seq, "name": step.get("agentName")}
             )
         seqs[seq] = [dep for dep in step.get("depends_on") or [] if isinstance(dep, int)]

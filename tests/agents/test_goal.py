@@ -17,7 +17,7 @@ from agents.goal.loop import CONTINUE, SEED_PROMPT, advance_run, history_window
 from agents.goal.models import GoalLimit, GoalRun, GoalRunStatus, GoalStep, GoalStepKind
 from agents.goal.services import NO_REPLY, goal_run_start, goal_run_stop
 from agents.goal.tasks import run_goal
-from agents.services import agent_create, conversation_start
+from agents.services import agent_create, agent_publish, conversation_start
 from memory.longterm.strength import Owner, remember
 from memory.models import Dream, MemoryItem
 from tenants.scope import tenant_scope
@@ -472,7 +472,9 @@ def test_the_agent_page_offers_a_run_and_the_planner_never_offers_a_goal_agent(t
     page = login(member, tenant).get(reverse("agents:detail", args=[goal_agent.pk])).content.decode()
     assert reverse("agents:goal_start", args=[goal_agent.pk]) in page and 'id="start-goal-run"' in page
     with tenant_scope(tenant):
-        agent_create(tenant=tenant, name="Helper", token_overflow_config={"strategy": "none"})
+        agent_publish(agent=goal_agent, user=None)  # published, and still not offered: the kind keeps it out
+        agent_publish(agent=agent_create(tenant=tenant, name="Helper", token_overflow_config={"strategy": "none"}),
+                      user=None)  # fmt: skip
         assert [row["agentName"] for row in agents_available(tenant=tenant)] == ["Helper"]
 
 

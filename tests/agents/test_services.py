@@ -89,7 +89,9 @@ def test_another_tenants_agents_are_not_visible(tenant, other_tenant, member):
         agent_publish(agent=theirs, user=None)
     with tenant_scope(tenant):
         mine = AgentFactory(tenant=tenant, name="Solar")
-        assert [agent.name for agent in agent_list_for_planner()] == ["Solar"]
+        agent_publish(agent=mine, user=None)
+        assert [agent.name for agent in agent_list_for_planner(tenant=tenant)] == ["Solar"]
+        assert agent_list_for_planner(tenant=other_tenant) == []  # the scope is this tenant's
         assert not AgentVersion.objects.filter(agent_id=theirs.pk).exists()
         # A row of this tenant may not point at the other tenant's agent.
         conversation = conversation_start(agent=mine, user=member)

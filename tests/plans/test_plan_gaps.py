@@ -130,9 +130,10 @@ def pg_echo(word: str = ""):
 
 def _use_echo(tenant):
     from agents.models import Agent
+    from agents.services import agent_publish, agent_update
 
     with tenant_scope(tenant):
-        Agent.objects.filter(name="Finder").update(tools=["pg_echo"])
+        agent_publish(agent=agent_update(agent=Agent.objects.get(name="Finder"), tools=["pg_echo"]), user=None)
 
 
 def _logs(tenant):

@@ -1,12 +1,15 @@
 """Plans: the planner kind, the executor, interrupt and resume, against the scripted OpenAI-compatible server."""
 
 import asyncio
+import json
 
 import pytest
 
-from agents.services import agent_create, conversation_start
+from agents.models import Agent
+from agents.services import agent_create, agent_publish, agent_update, conversation_start
 from agents.tools import ToolResult, python_tool
 from core.db import database_sync_to_async
+from memory.models import Conversation
 from plans.models import Plan, PlanStep
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
@@ -32,11 +35,11 @@ def setup(tenant, member, scripted_llm):
                                  max_retries=0)  # fmt: skip
             planner = agent_create(tenant=tenant, name="Planner", system_prompt="PLANNER", kind="planner",
                                    token_overflow_config={"strategy": "none"})  # fmt: skip
+            agent_publish(agent=planner, user=None)
             for name in ("Finder", "Writer"):
                 agent = agent_create(tenant=tenant, name=name, system_prompt=f"AGENT {name}", description=name,
-                                     token_overflow_config={"strategy": "none"})  # fmt: skip
-                agent.tools = ["pl_ask"]
-                agent.save()
+                                     token_overflow_config={"strategy": "none"}, tools=["pl_ask"])  # fmt: skip
+                agent_publish(agent=agent, user=None)  # the planner offers published agents only
             return conversation_start(agent=planner, user=member)
 
     return database_sync_to_async(_make)
@@ -98,7 +101,7 @@ def test_steps_are_numbered_from_1(tenant):
     from plans.services import plan_problems
 
     with tenant_scope(tenant):
-        agent_create(tenant=tenant, name="A")
+        agent_publish(agent=agent_create(tenant=tenant, name="A"), user=None)
         steps = [{"seqNo": 0, "agentName": "A", "requirement": "r"}, {"seqNo": 1, "agentName": "A", "requirement": "r"}]
         assert plan_problems(tenant=tenant, steps=steps) == [
             "Step 0: number the steps from 1 (index 0 is the plan's own reply in the stream)."
@@ -120,7 +123,7 @@ def test_a_cycle_is_a_problem(tenant):
     from plans.services import plan_problems
 
     with tenant_scope(tenant):
-        agent_create(tenant=tenant, name="A")
+        agent_publish(agent=agent_create(tenant=tenant, name="A"), user=None)
         steps = [{"seqNo": 1, "agentName": "A", "requirement": "r", "depends_on": [2]},
                  {"seqNo": 2, "agentName": "A", "requirement": "r", "depends_on": [1]}]  # fmt: skip
         assert plan_problems(tenant=tenant, steps=steps) == ["The steps' dependencies form a cycle."]
@@ -216,3 +219,36 @@ async def test_the_ask_timeout_streams_its_turn_and_yields_to_a_running_user_tur
     echoed = [frame for frame in frames if frame["type"] == "user_message"]
     assert echoed[-1]["content"] == NO_REPLY
     assert frames[-1]["type"] == "done" and await log.running_turn(conversation.pk) is None
+
+
+def _drafts(tenant):
+    """An agent saved and never published, and a published agent's edits saved as a draft."""
+    with tenant_scope(tenant):
+        agent_create(tenant=tenant, name="Drafty", system_prompt="AGENT Drafty", description="Drafty",
+                     token_overflow_config={"strategy": "none"})  # fmt: skip
+        agent_update(agent=Agent.objects.get(name="Finder"), description="Draft description")
+
+
+def _drafty_conversations(tenant):
+    with tenant_scope(tenant):
+        return Plan.objects.count(), Conversation.objects.filter(agent__name="Drafty").count()
+
+
+async def test_a_draft_never_reaches_the_planner_even_when_its_model_names_it(tenant, setup, scripted_llm):
+    """Issue 18: the planner's agent list is the published agents as published (a draft was listed, and a draft's
+    edits were); a plan naming a draft goes back as invalid and never runs it."""
+    conversation = await setup()
+    await database_sync_to_async(_drafts)(tenant)
+    named = call("create_plan", {"name": "x", "steps": [{"seqNo": 1, "agentName": "Drafty", "requirement": "r"}]})
+    scripted_llm.set_rules(
+        {"when": {"has_tool_results": False, "system_prompt": "PLANNER"},
+         "reply": {"tool_calls": [call("list_agents", {})]}},
+        {"when": {"system_prompt": "PLANNER"}, "reply": {"tool_calls": [named]}},
+    )  # fmt: skip
+    _user, reply, _sink = await user_turn(tenant, conversation, "Do it")
+    bodies = await _bodies(scripted_llm)
+    listed = json.loads(bodies[1]["messages"][-1]["content"])
+    assert listed == [{"agentName": name, "description": name} for name in ("Finder", "Writer")]
+    assert "agent Drafty does not exist, is not active or is not published" in bodies[2]["messages"][-1]["content"]
+    assert len(bodies) == 4 and "could not make a valid plan" in reply.content
+    assert await database_sync_to_async(_drafty_conversations)(tenant) == (0, 0)
