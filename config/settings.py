@@ -234,6 +234,9 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Seconds after which Redis gives a task whose worker vanished (killed, machine lost) to another worker. Above the
+# longest countdown a task is queued with (the plan ask timeout, PLAN_ASK_TIMEOUT_SECONDS), or it runs twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
 # Celery beat reads its schedule from the database (django-celery-beat): operators see and change it in the admin
 # (Periodic tasks). memory's migrations add the memory sleep schedule.
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

@@ -104,7 +104,9 @@ class MessageAdmin(ReadOnlyMixin, TenantOwnedAdmin):
 
 @admin.register(OverflowMetric)
 class OverflowMetricAdmin(ReadOnlyMixin, TenantOwnedAdmin):
-    list_display = ["day", "agent_id", "triggers", "summaries_made", "summaries_failed", "tokens_saved"]
+    list_display = [
+        "day", "agent_id", "triggers", "summaries_made", "summaries_failed", "summaries_retried", "tokens_saved",
+    ]  # fmt: skip
     list_filter = ["day"]
     fields = list_display
     readonly_fields = list_display

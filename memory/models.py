@@ -176,6 +176,9 @@ class OverflowMetric(TenantOwned):
     triggers = models.PositiveIntegerField(_("strategy triggers"), default=0)
     summaries_made = models.PositiveIntegerField(_("summaries made"), default=0)
     summaries_failed = models.PositiveIntegerField(_("summaries failed"), default=0)
+    # A summary run again because the worker writing it was lost (the broker delivered it again), or because it stayed
+    # pending so long that the next turn queued it again.
+    summaries_retried = models.PositiveIntegerField(_("summaries retried"), default=0)
     tokens_saved = models.PositiveBigIntegerField(_("tokens saved"), default=0)
 
     class Meta:

@@ -9,7 +9,7 @@ from django.db.models import Sum
 from memory.models import Conversation, Message, OverflowMetric
 from tenants.access import may_administer
 
-METRIC_FIELDS = ("triggers", "summaries_made", "summaries_failed", "tokens_saved")
+METRIC_FIELDS = ("triggers", "summaries_made", "summaries_failed", "summaries_retried", "tokens_saved")
 
 
 def overflow_metrics_for_agent(*, agent_id: int) -> dict[str, int]:

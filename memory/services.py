@@ -230,13 +230,16 @@ def conversation_tool_context_set(*, conversation: Conversation, tool_context: d
 
 def overflow_metric_add(
     *, tenant_id: int, agent_id: int, triggers: int = 0, summaries_made: int = 0, summaries_failed: int = 0,
-    tokens_saved: int = 0,
+    summaries_retried: int = 0, tokens_saved: int = 0,
 ) -> None:  # fmt: skip
-    """Add to today's overflow counters of an agent."""
-    daily_counts_add(
-        OverflowMetric, tenant_id=tenant_id, agent_id=agent_id, triggers=triggers, summaries_made=summaries_made,
-        summaries_failed=summaries_failed, tokens_saved=tokens_saved,
-    )  # fmt: skip
+    """Add to today's overflow counters of an agent (only the counters given)."""
+    counts = {
+        "triggers": triggers, "summaries_made": summaries_made, "summaries_failed": summaries_failed,
+        "summaries_retried": summaries_retried, "tokens_saved": tokens_saved,
+    }  # fmt: skip
+    counts = {name: n for name, n in counts.items() if n}
+    if counts:
+        daily_counts_add(OverflowMetric, tenant_id=tenant_id, agent_id=agent_id, **counts)
 
 
 def daily_counts_add(model: type[Any], *, tenant_id: int, agent_id: int, **counts: int) -> None:
@@ -341,6 +344,7 @@ def context_build(
     loaded = {message.id for message in messages}
     removed = set(window.dropped_ids) | {pk for pk in context.active_messages if pk not in loaded}
     summarize_ids = list(window.summarize_ids)
+    requeued = False
     if removed or (summarize_ids and _summary_may_queue(context)):
         with transaction.atomic():
             # Under the lock: ids appended by a concurrent turn stay, and only one summary task is queued.
@@ -351,6 +355,8 @@ def context_build(
                 context.active_messages = active
                 changed.append("active_messages")
             if summarize_ids and _summary_may_queue(context):
+                # Still pending but stale: the summary was lost (its worker died, the broker dropped it); queued again.
+                requeued = context.summary_pending
                 context.summary_pending = True
                 context.summary_queued_at = timezone.now()
                 changed += ["summary_pending", "summary_queued_at"]
@@ -358,12 +364,13 @@ def context_build(
                 transaction.on_commit(lambda: summarize_conversation.delay(tenant_id, conversation_id, summarize_ids))
             if changed:
                 context.save(update_fields=[*changed, "updated_at"])
-    if window.triggered:
+    if window.triggered or requeued:
         overflow_metric_add(
             tenant_id=conversation.tenant_id,
             agent_id=conversation.agent_id,
-            triggers=1,
-            tokens_saved=window.tokens_saved,
+            triggers=int(window.triggered),
+            summaries_retried=int(requeued),
+            tokens_saved=window.tokens_saved if window.triggered else 0,
         )
     request = overflow.build_model_messages(
         system_prompt=system_prompt, summary=context.summary, window=window, recalled=recalled

@@ -8,7 +8,7 @@ from celery import shared_task
 
 from llm.errors import LLMError
 from memory.models import Conversation
-from memory.services import conversation_summarize, conversation_summary_failed
+from memory.services import conversation_summarize, conversation_summary_failed, overflow_metric_add
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
@@ -22,9 +22,17 @@ logger = logging.getLogger(__name__)
     retry_backoff_max=120,
     retry_jitter=True,
     max_retries=3,
+    # A worker that dies while it writes a summary must not lose it. Acknowledged only once it ends, so a message
+    # whose worker vanished is delivered again by the broker (Redis: after CELERY_VISIBILITY_TIMEOUT, to a restarted
+    # or another worker); and a pool process killed under a living worker puts it back in the queue at once instead
+    # of acknowledging it as failed (Celery's default). Safe to run twice: conversation_summarize does nothing when
+    # the messages were summarised meanwhile.
+    acks_late=True,
+    reject_on_worker_lost=True,
 )
 def summarize_conversation(self, tenant_id: int, conversation_id: int, message_ids: list[int]) -> str:
-    """Summarise `message_ids` of a conversation; after the last retry, count the failure and clear the flag."""
+    """Summarise `message_ids` of a conversation; after the last retry, count the failure and clear the flag. A
+    delivery after a lost worker counts as a retried summary."""
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
         return "gone"
@@ -32,6 +40,9 @@ def summarize_conversation(self, tenant_id: int, conversation_id: int, message_i
         conversation = Conversation.objects.select_related("tenant", "provider").filter(pk=conversation_id).first()
         if conversation is None:
             return "gone"
+        if (self.request.delivery_info or {}).get("redelivered"):
+            logger.warning("summary of conversation %s delivered again: its worker was lost", conversation_id)
+            overflow_metric_add(tenant_id=tenant_id, agent_id=conversation.agent_id, summaries_retried=1)
         try:
             done = conversation_summarize(conversation=conversation, message_ids=message_ids)
         except LLMError as exc:

@@ -114,3 +114,5 @@ def test_a_summary_pending_for_too_long_is_queued_again(
     assert len(callbacks) == 1
     context = ConversationContext.objects.get(conversation=conversation)
     assert (context.summary, context.active_messages, context.summary_pending) == ("Recovered summary.", ids[5:], False)
+    metrics = overflow_metrics_for_agent(agent_id=conversation.agent_id)
+    assert (metrics["summaries_retried"], metrics["summaries_made"]) == (1, 1)  # the lost summary is counted
