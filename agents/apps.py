@@ -12,7 +12,7 @@ class AgentsConfig(AppConfig):
         from agents.demo import seed_demo_agents
         from agents.goal import kind  # noqa: F401 - the long-lived goal agent kind, its tasks and its card
         from agents.tools import builtin  # noqa: F401 - registers the built-in tools
-        from agents.workflows import agent_kind  # noqa: F401 - the workflow agent kind and the seed's functions
+        from agents.workflows import agent_kind  # noqa: F401 - the workflow agent kind
         from tenants.demo import register_demo_seeder
         from tenants.navigation import HomeCard, register_card
 

@@ -7,6 +7,7 @@ OverflowConfig. Runners and services take an AgentConfig and never look into the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from memory.overflow import OverflowConfig
 
 if TYPE_CHECKING:
     from memory.models import Conversation
+    from tenants.models import Tenant
 
 KNOWLEDGE_TOOL = "plugin_ai_knowledge_base_query"
 
@@ -47,12 +49,34 @@ class AgentConfig:
     long_term_memory: bool = False
     memory_extraction: str = "model"
 
+    def pack_refusals(self, tenant: Tenant) -> list[str]:
+        """Why this configuration may not run in `tenant` (empty: it may); see `pack_refusals`."""
+        return pack_refusals(tool_names=self.tool_names, workflow_yaml=self.workflow_yaml, tenant=tenant)
+
     @property
     def language(self) -> str:
         """The language of tool descriptions: Chinese when the agent's prompt is, else the active one."""
         if any("\u4e00" <= char <= "\u9fff" for char in self.system_prompt):
             return "zh-hans"
         return get_language() or "en"
+
+
+def pack_refusals(*, tool_names: Iterable[str], workflow_yaml: str | None, tenant: Tenant) -> list[str]:
+    """Each tool the configuration names (its own, or its workflow's plugin and custom steps) that belongs to a pack
+    `tenant` has not enabled, as a sentence saying so (tenants.packs). A version published before the platform
+    operator disabled the pack, or a crafted configuration, is refused with these instead of running."""
+    from agents.tools import get_tool, tool_refusal
+    from agents.workflows.schema import WorkflowValidationError, parse_workflow
+
+    names = list(dict.fromkeys(str(name) for name in tool_names))
+    if workflow_yaml:
+        try:
+            steps = parse_workflow(workflow_yaml, check_names=False).steps
+        except WorkflowValidationError:
+            steps = []  # the workflow runner reports what is wrong with the document
+        names += [name for step in steps if (name := step.plugin or step.function) and name not in names]
+    # An unknown name is left to the runners (a tool loop leaves it out, a workflow step fails on it).
+    return [refusal for name in names if get_tool(name) is not None and (refusal := tool_refusal(name, tenant=tenant))]
 
 
 def _provider(*, tenant: Any, provider_id: int | None) -> ModelProvider | None:

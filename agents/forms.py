@@ -82,11 +82,14 @@ class ModelOption:
     context_window: int | None
 
 
-def tool_choices() -> list[tuple[str, str]]:
-    """Every registered tool as a checkbox choice: its name and its description in the active language."""
-    from agents.tools import all_tools
+def tool_choices(tenant: Tenant | None) -> list[tuple[str, str]]:
+    """The tools `tenant` may use as checkbox choices: name, and description in the active language. Without a
+    tenant (a platform superuser adding an agent in the admin, the tenant not chosen yet) every registered tool;
+    Agent.clean then refuses a pack's tool the chosen tenant does not have."""
+    from agents.tools import all_tools, tools_available
 
-    return [(tool.name, f"{tool.name} — {tool.description()}") for tool in all_tools()]
+    tools = tools_available(tenant) if tenant is not None else all_tools()
+    return [(tool.name, f"{tool.name} — {tool.description()}") for tool in tools]
 
 
 class AgentForm(forms.ModelForm):
@@ -159,7 +162,7 @@ class AgentForm(forms.ModelForm):
     def __init__(self, *args, tenant: Tenant | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.tenant = tenant
-        self.fields["tools"].choices = tool_choices()
+        self.fields["tools"].choices = tool_choices(self._tenant())
         if "memory_extraction" in self.fields:
             self.fields["memory_extraction"].required = False  # left out: by the model
         if self.instance.pk:

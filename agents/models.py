@@ -267,7 +267,7 @@ class Workflow(TenantOwned):
         from agents.workflows.schema import WorkflowValidationError, parse_workflow
 
         try:
-            parse_workflow(self.yaml)
+            parse_workflow(self.yaml, tenant=self.tenant if self.tenant_id else current_tenant())
         except WorkflowValidationError as exc:
             raise ValidationError({"yaml": [str(error) for error in exc.errors]}) from None
 

@@ -216,6 +216,11 @@ class TurnRunner:
         try:
             if turn.stopped:
                 raise LLMError(errors.CANCELLED)
+            if refusals := turn.config.pack_refusals(turn.tenant):
+                # A tool of a pack the tenant does not have: said as the reply, and nothing runs.
+                text = " ".join(refusals)
+                await turn.say(text)
+                return await turn.finish(text, status=TurnStatus.FAILED)
             return await self.run(turn)
         except LLMError as exc:
             return await turn.fail(exc.code, exc.partial_text or turn.text)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import Max, OuterRef, Subquery
 
+from agents.config import pack_refusals
 from agents.models import Agent, AgentKind, AgentVersion
 from memory.models import Conversation
 from tenants.models import Tenant
@@ -23,7 +24,8 @@ class PlannerAgent:
 def agent_list_for_planner(*, tenant: Tenant) -> list[PlannerAgent]:
     """The tenant's active, published agents, by name, as their newest published version describes them: a draft
     never reaches the planner, nor a draft's new description or kind. The name is the agent's own (the executor
-    finds a step's agent by it). Two queries."""
+    finds a step's agent by it). An agent whose version needs a pack the tenant has not enabled (tenants.packs) is
+    left out: it could not run. Two queries."""
     newest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-number").values("pk")[:1]
     agents = list(
         Agent.objects.filter(tenant=tenant, active=True)
@@ -37,6 +39,9 @@ def agent_list_for_planner(*, tenant: Tenant) -> list[PlannerAgent]:
     rows = []
     for agent in agents:
         snapshot = snapshots.get(agent.published_id) or {}
+        tools, workflow = snapshot.get("tools") or [], snapshot.get("workflow_yaml")
+        if pack_refusals(tool_names=tools, workflow_yaml=workflow, tenant=tenant):
+            continue
         rows.append(
             PlannerAgent(
                 name=agent.name,

@@ -275,7 +275,7 @@ class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewS
         data = WorkflowCheckSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            workflow_validate(yaml_text=data.validated_data["yaml"])
+            workflow_validate(yaml_text=data.validated_data["yaml"], tenant=request.tenant)
         except WorkflowValidationError as error:
             issues = [issue.as_dict() for issue in error.errors]
             return Response({"yaml": data.validated_data["yaml"], "valid": False, "errors": issues})

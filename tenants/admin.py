@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from core.bounded import BoundedJSONFormField
 from tenants.admin_site import is_platform_admin, is_tenant_admin
 from tenants.models import Membership, Role, Tenant, TenantOwned
+from tenants.packs import all_packs, pack_enabled, pack_name, pack_of_model
 
 
 def _without_tenant(names) -> list:
@@ -75,7 +76,10 @@ class TenantOwnedAdminMixin:
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def _may_administer(self, request: HttpRequest) -> bool:
-        return is_platform_admin(request) or is_tenant_admin(request)
+        if is_platform_admin(request):
+            return True
+        # A pack's models (tenants.packs) exist for a tenant only when the platform operator enabled the pack.
+        return is_tenant_admin(request) and pack_enabled(request.tenant, pack_of_model(self.model))
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self._may_administer(request)
@@ -224,9 +228,39 @@ def register_tenant_usage(usage: TenantUsage) -> None:
     _usage = usage
 
 
+class TenantForm(forms.ModelForm):
+    """The packs as checkboxes of the registered packs (the field stores their keys)."""
+
+    packs = forms.MultipleChoiceField(
+        label=_("packs"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=Tenant._meta.get_field("packs").help_text,
+    )
+
+    class Meta:
+        model = Tenant
+        fields = ["name", "slug", "active", "monthly_token_budget", "packs"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if "packs" in self.fields:
+            self.fields["packs"].choices = [
+                (pack.key, f"{pack.name} — {pack.description}" if pack.description else str(pack.name))
+                for pack in all_packs()
+            ]
+
+    def clean_packs(self) -> list[str]:
+        return sorted(self.cleaned_data.get("packs") or [])
+
+
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "active", "monthly_token_budget", "tokens_this_month", "member_count", "created_at"]
+    form = TenantForm
+    list_display = [
+        "name", "slug", "active", "monthly_token_budget", "tokens_this_month", "enabled_packs", "member_count",
+        "created_at",
+    ]  # fmt: skip
     list_filter = ["active"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -235,6 +269,10 @@ class TenantAdmin(admin.ModelAdmin):
     @admin.display(description=_("members"), ordering="member_count")
     def member_count(self, obj: Tenant) -> int:
         return obj.member_count
+
+    @admin.display(description=_("packs"))
+    def enabled_packs(self, obj: Tenant) -> str:
+        return ", ".join(pack_name(key) for key in obj.packs or []) or "—"
 
     @admin.display(description=_("tokens this month / budget"), ordering="tokens_month")
     def tokens_this_month(self, obj: Tenant) -> str:
@@ -257,11 +295,18 @@ class TenantAdmin(admin.ModelAdmin):
             return queryset
         return queryset.filter(pk=request.tenant.pk) if request.tenant else queryset.none()
 
+    def get_fields(self, request: HttpRequest, obj=None):
+        fields = list(super().get_fields(request, obj))
+        if is_platform_admin(request):
+            return fields
+        # Shown by name, read-only: a tenant's own admins cannot enable a pack.
+        return [name for name in fields if name != "packs"]
+
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         if is_platform_admin(request):
             return []
-        # The platform sets the quota and the tenant's identity; the tenant's admins manage its members.
-        return ["slug", "active", "monthly_token_budget"]
+        # The platform sets the quota, the packs and the tenant's identity; the tenant's admins manage its members.
+        return ["slug", "active", "monthly_token_budget", "packs", "enabled_packs"]
 
     def get_prepopulated_fields(self, request: HttpRequest, obj=None):
         return self.prepopulated_fields if is_platform_admin(request) else {}

@@ -1,7 +1,8 @@
 """Demo data from the apps above tenants/: `seed_demo` calls every registered seeder once the demo tenants exist.
 
 tenants/ sits on the lowest floor and must not import the apps above it, so they register here instead, from
-their AppConfig.ready(). A seeder must be idempotent: `seed_demo` may run any number of times.
+their AppConfig.ready(). A seeder must be idempotent: `seed_demo` may run any number of times. A pack's seeder
+(registered with `pack=`) is given only the tenants that have the pack enabled (tenants.packs).
 """
 
 from __future__ import annotations
@@ -13,19 +14,22 @@ from tenants.models import Tenant
 # seeder(tenants, write): `write` prints one line of the command's output.
 DemoSeeder = Callable[[Sequence[Tenant], Callable[[str], None]], None]
 
-_seeders: list[DemoSeeder] = []
+# (seeder, the key of the pack it seeds for, "" for the platform's own demo data), in registration order.
+_seeders: list[tuple[DemoSeeder, str]] = []
 
 
-def register_demo_seeder(seeder: DemoSeeder) -> None:
-    """Add a seeder (registering the same one twice keeps one)."""
-    if seeder not in _seeders:
-        _seeders.append(seeder)
+def register_demo_seeder(seeder: DemoSeeder, *, pack: str = "") -> None:
+    """Add a seeder, of a pack's demo data when `pack` is given (registering the same one twice keeps one)."""
+    if all(existing is not seeder for existing, _pack in _seeders):
+        _seeders.append((seeder, pack))
 
 
 def demo_seeders() -> list[DemoSeeder]:
-    return list(_seeders)
+    return [seeder for seeder, _pack in _seeders]
 
 
-def run_demo_seeders(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
-    for seeder in demo_seeders():
-        seeder(tenants, write)
+def run_demo_seeders(tenants: Sequence[Tenant], write: Callable[[str], None], *, pack: str | None = None) -> None:
+    """Run every seeder (or only those of the pack `pack`); a pack's seeder gets the tenants that have the pack."""
+    for seeder, seeds_for in _seeders:
+        if pack is None or seeds_for == pack:
+            seeder([tenant for tenant in tenants if tenant.has_pack(seeds_for)], write)

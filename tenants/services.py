@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from tenants.models import Membership, Role, Tenant
+from tenants.packs import get_pack
 
 
 @transaction.atomic
@@ -16,6 +19,20 @@ def tenant_ensure(*, slug: str, name: str, monthly_token_budget: int | None = No
     if monthly_token_budget is not None:
         defaults["monthly_token_budget"] = monthly_token_budget
     tenant, _ = Tenant.objects.update_or_create(slug=slug, defaults=defaults)
+    return tenant
+
+
+@transaction.atomic
+def tenant_packs_enable(*, tenant: Tenant, keys: Iterable[str]) -> Tenant:
+    """Enable the packs `keys` for `tenant` (those already enabled stay); an unregistered key is refused."""
+    unknown = [key for key in keys if get_pack(key) is None]
+    if unknown:
+        raise ValueError(f"No pack is registered as {', '.join(map(repr, unknown))}.")
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    packs = sorted({*(tenant.packs or []), *keys})
+    if packs != tenant.packs:
+        tenant.packs = packs
+        tenant.save(update_fields=["packs"])
     return tenant
 
 

@@ -37,3 +37,12 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     user = factory.SubFactory(UserFactory)
     tenant = factory.SubFactory(TenantFactory)
     role = Role.MEMBER
+
+
+def with_packs(tenant: Tenant, *keys: str) -> Tenant:
+    """`tenant` (the same object, brought up to date) with the packs `keys` enabled, as the platform operator
+    enables them (Admin › Tenants)."""
+    from tenants.services import tenant_packs_enable
+
+    tenant.packs = tenant_packs_enable(tenant=tenant, keys=keys).packs
+    return tenant

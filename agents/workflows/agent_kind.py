@@ -15,7 +15,6 @@ from typing import Any
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-import agents.workflows.functions  # noqa: F401  (registers the seed's plugins and functions)
 from agents import frames
 from agents.models import Workflow, WorkflowRun
 from agents.runtime import TurnContext, TurnResult, TurnRunner, TurnStatus, register_runner

@@ -10,12 +10,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from django.utils.translation import gettext as _
 
 from core.bounded import TooDeep, check_yaml_depth
+
+if TYPE_CHECKING:
+    from tenants.models import Tenant
 
 STEP_TYPES = ("input", "ask", "plugin", "llm", "custom", "output")
 # Steps that take their variables from the user and pause the run to ask when a required one is missing.
@@ -178,12 +181,13 @@ def _compose(text: str) -> tuple[yaml.Node | None, Any]:
     return node, data
 
 
-def parse_workflow(text: str, *, check_names: bool = True) -> Workflow:
+def parse_workflow(text: str, *, check_names: bool = True, tenant: Tenant | None = None) -> Workflow:
     """Parse and validate a workflow document; raise WorkflowValidationError listing every problem.
 
-    With `check_names`, plugins must be registered tools and custom functions registered Python functions.
+    With `check_names`, plugins must be registered tools and custom functions registered Python functions; with a
+    `tenant` too, tools it may use (a pack's only where the pack is enabled).
     """
-    from agents.tools import get_tool
+    from agents.tools import get_tool, tool_refusal
     from agents.tools.registry import PythonFunctionTool
 
     try:
@@ -305,6 +309,8 @@ def parse_workflow(text: str, *, check_names: bool = True) -> Workflow:
             elif check_names and get_tool(step.plugin) is None:
                 issue(_("Unknown plugin “%(name)s”: no tool of that name is registered.") % {"name": step.plugin},
                       "plugin")  # fmt: skip
+            elif check_names and tenant is not None and (refusal := tool_refusal(step.plugin, tenant=tenant)):
+                issue(refusal, "plugin")
         elif step_type == "custom":
             step.function = str(step_data.get("function") or "")
             if not step.function:
@@ -315,6 +321,8 @@ def parse_workflow(text: str, *, check_names: bool = True) -> Workflow:
                     % {"name": step.function},
                     "function",
                 )
+            elif check_names and tenant is not None and (refusal := tool_refusal(step.function, tenant=tenant)):
+                issue(refusal, "function")
         elif step_type == "llm":
             step.prompt = str(step_data.get("prompt") or "")
             step.system = str(step_data.get("system") or "")

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 RUN_INTERRUPTED = WorkflowRunStatus.INTERRUPTED
 
 
-def workflow_validate(*, yaml_text: str) -> WorkflowDocument:
-    """The parsed document, or WorkflowValidationError naming step, field and line of each problem."""
-    return parse_workflow(yaml_text)
+def workflow_validate(*, yaml_text: str, tenant: Tenant) -> WorkflowDocument:
+    """The parsed document, or WorkflowValidationError naming step, field and line of each problem (a tool
+    `tenant` may not use is one)."""
+    return parse_workflow(yaml_text, tenant=tenant)
 
 
 def workflow_get(*, workflow_id: int) -> Workflow:
@@ -40,8 +41,9 @@ def workflow_list() -> list[Workflow]:
 def workflow_save(
     *, tenant: Tenant, yaml_text: str, workflow: Workflow | None = None, agent: Agent | None = None
 ) -> Workflow:
-    """Create (or update) a workflow from its YAML: validated first; name and description come from the document."""
-    document = parse_workflow(yaml_text)
+    """Create (or update) a workflow from its YAML: validated first (in `tenant`: only tools it may use); name and
+    description come from the document."""
+    document = parse_workflow(yaml_text, tenant=tenant)
     name = document.name[:120]
     clash = Workflow.objects.filter(name=name).exclude(pk=workflow.pk if workflow else None).exists()
     if clash:

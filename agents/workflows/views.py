@@ -13,7 +13,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 from agents.export import AgentImportError, agent_export, agent_import, export_filename
 from agents.models import Agent, AgentKind, Workflow, WorkflowRun
 from agents.views import editors_only, may_edit_agents, tenant_required
-from agents.workflows.examples import TEMPLATES, template_text
 from agents.workflows.schema import WorkflowIssue, WorkflowValidationError
 from agents.workflows.services import (
     workflow_bind_agent,
@@ -23,6 +22,7 @@ from agents.workflows.services import (
     workflow_runs,
     workflow_save,
 )
+from agents.workflows.templates import template_for, templates_for
 
 MAX_UPLOAD = 512 * 1024
 
@@ -105,7 +105,7 @@ def workflow_list_view(request: HttpRequest) -> HttpResponse:
         "agents/workflows/list.html",
         {
             "workflows": workflow_list(),
-            "templates": [(key, label) for key, (label, _file) in TEMPLATES.items()],
+            "templates": [(template.key, template.label) for template in templates_for(request.tenant)],
             "may_edit": may_edit_agents(request),
         },
     )
@@ -116,8 +116,8 @@ def workflow_list_view(request: HttpRequest) -> HttpResponse:
 def workflow_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return _save(request, None)
-    key = request.GET.get("template", "")
-    text = template_text(key) if key in TEMPLATES else "version: '1.0'\nname: ''\ndescription: ''\nsteps:\n"
+    template = template_for(request.GET.get("template", ""), tenant=request.tenant)
+    text = template.text() if template is not None else "version: '1.0'\nname: ''\ndescription: ''\nsteps:\n"
     return _editor(request, None, text, [])
 
 

@@ -9,11 +9,24 @@ from django.utils import translation
 from agents.export import AgentImportError, agent_export, agent_import
 from agents.models import Agent, Workflow
 from agents.services import agent_create
-from agents.workflows.examples import template_text
 from agents.workflows.services import workflow_save
+from agents.workflows.templates import template_text
 from tenants.scope import tenant_scope
+from tests.factories import with_packs
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def tenant(tenant):
+    """Seed 1's workflows are the restaurant pack's templates: both tenants have the pack."""
+    return with_packs(tenant, "restaurant")
+
+
+@pytest.fixture
+def other_tenant(other_tenant):
+    return with_packs(other_tenant, "restaurant")
+
 
 MARKETING = template_text("customer_marketing")
 EN = {"HTTP_ACCEPT_LANGUAGE": "en"}

@@ -6,15 +6,26 @@ import pytest
 from django.urls import reverse
 from django.utils import translation
 
-import agents.workflows.functions  # noqa: F401  (registers the seed's plugins and functions)
-from agents.workflows.examples import template_text
-from agents.workflows.functions import filter_spicy_dishes
+from agents.packs.restaurant.functions import filter_spicy_dishes
 from agents.workflows.interpolation import InterpolationError, interpolate
 from agents.workflows.runner import run_workflow
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
+from agents.workflows.templates import template_text
 from tenants.scope import tenant_scope
+from tests.factories import with_packs
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import Collector
+
+
+@pytest.fixture
+def tenant(tenant):
+    """Seed 1's workflows are the restaurant pack's templates: both tenants have the pack."""
+    return with_packs(tenant, "restaurant")
+
+
+@pytest.fixture
+def other_tenant(other_tenant):
+    return with_packs(other_tenant, "restaurant")
 
 
 @pytest.fixture(autouse=True)

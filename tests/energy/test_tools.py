@@ -11,6 +11,7 @@ from agents.services import agent_ensure, conversation_start
 from agents.tools import ToolCallContext, ToolError, get_tool
 from core.db import database_sync_to_async
 from llm.services import provider_ensure_demo
+from tenants.demo import run_demo_seeders
 from tenants.scope import tenant_scope
 from tests.turns import user_turn
 
@@ -75,9 +76,9 @@ ECONOMICS = "光伏经济性测算 / PV economics"
 
 @pytest.mark.django_db
 def test_the_seeder_gives_the_energy_tenant_three_published_agents_idempotently(tenant, other_tenant):
-    energy = tenant  # the fixture's tenant is the energy demo tenant (slug "energy")
+    energy = tenant  # the energy demo tenant (slug "energy"), with the energy pack (tests/energy/conftest.py)
     lines = []
-    seed_energy_demo([energy, other_tenant], lines.append)
+    run_demo_seeders([energy, other_tenant], lines.append, pack="energy")
     agents = _agents(energy)
     assert set(agents) == {spec["name"] for spec in [*DEMO_AGENTS, PLANNER_AGENT]}
     assert agents["能源规划师 / Energy planner"].kind == "planner"
@@ -88,7 +89,7 @@ def test_the_seeder_gives_the_energy_tenant_three_published_agents_idempotently(
     assert {version.number for version in versions.values()} == {1}
     # The economics agent's version froze its workflow document (the pack's file).
     assert versions[ECONOMICS].snapshot["workflow_yaml"] == ECONOMICS_WORKFLOW.read_text(encoding="utf-8")
-    assert _agents(other_tenant) == {}  # only the energy tenant
+    assert _agents(other_tenant) == {}  # only the tenant with the energy pack
     assert len(lines) == 1
 
     seed_energy_demo([energy], lines.append)  # again: nothing new, nothing republished

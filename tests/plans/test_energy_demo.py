@@ -11,6 +11,7 @@ from llm.demo import demo_engine
 from llm.services import provider_ensure_demo
 from plans.models import Plan, PlanStep, StepRecord
 from tenants.scope import tenant_scope
+from tests.factories import with_packs
 from tests.turns import user_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,7 +32,7 @@ async def test_the_energy_planner_demo_asks_resumes_and_stores_the_report(
 
     def make():
         provider_ensure_demo(tenant=tenant)
-        seed_energy_demo([tenant], lambda line: None)
+        seed_energy_demo([with_packs(tenant, "energy")], lambda line: None)
         with tenant_scope(tenant):
             planner = Agent.objects.get(name=PLANNER_AGENT["name"])
             return conversation_start(agent=planner, user=member)

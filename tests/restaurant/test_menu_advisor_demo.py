@@ -23,7 +23,7 @@ def advisor_conversation(member, settings, tmp_path):
     settings.MEDIA_ROOT = str(tmp_path / "media")
 
     def make():
-        restaurant = TenantFactory(name="餐厅示范", slug="restaurant")
+        restaurant = TenantFactory(name="餐厅示范", slug="restaurant", packs=["restaurant"])
         provider_ensure_demo(tenant=restaurant)
         seed_demo_knowledge([restaurant], lambda line: None)
         seed_restaurant_demo([restaurant], lambda line: None)

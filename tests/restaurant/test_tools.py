@@ -7,10 +7,11 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from agents.packs.restaurant.demo import menu_ensure, seed_restaurant_demo
+from agents.packs.restaurant.demo import menu_ensure
 from agents.packs.restaurant.models import MenuItem, Order, OrderLine, OrderStatus
 from agents.tools import ToolCallContext, ToolError, get_tool
 from core.db import database_sync_to_async
+from tenants.demo import run_demo_seeders
 from tenants.scope import all_tenants, tenant_scope
 from tests.factories import TenantFactory
 
@@ -112,16 +113,16 @@ async def test_each_conversation_has_its_own_open_order(tenant, member, menus):
     assert await database_sync_to_async(open_orders)() == [second]
 
 
-def test_demo_seeder_is_idempotent_and_only_for_the_restaurant_tenant(db):
+def test_demo_seeder_is_idempotent_and_only_for_tenants_with_the_pack(db):
     from agents.models import Agent
 
-    restaurant = TenantFactory(name="餐厅示范", slug="restaurant")
+    restaurant = TenantFactory(name="餐厅示范", slug="restaurant", packs=["restaurant"])
     energy = TenantFactory(name="能源示范", slug="energy")
     lines: list[str] = []
-    seed_restaurant_demo([restaurant, energy], lines.append)
+    run_demo_seeders([restaurant, energy], lines.append, pack="restaurant")
     with tenant_scope(restaurant):
         MenuItem.objects.filter(name="包子").update(price=Decimal("99"))
-    seed_restaurant_demo([restaurant, energy], lines.append)
+    run_demo_seeders([restaurant, energy], lines.append, pack="restaurant")
     assert len(lines) == 2 and "menu items" in lines[0]
     with tenant_scope(restaurant):
         assert MenuItem.objects.get(name="面包").sold_out

@@ -27,7 +27,7 @@ async def _say(tenant, conversation, text):
 @pytest.fixture
 def waiter_conversation(member):
     def make():
-        restaurant = TenantFactory(name="餐厅示范", slug="restaurant")
+        restaurant = TenantFactory(name="餐厅示范", slug="restaurant", packs=["restaurant"])
         provider_ensure_demo(tenant=restaurant)
         seed_restaurant_demo([restaurant], lambda line: None)
         with tenant_scope(restaurant):

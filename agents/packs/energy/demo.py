@@ -16,8 +16,6 @@ from agents.workflows.services import workflow_save
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
-DEMO_TENANT_SLUG = "energy"
-
 # Each prompt starts with a "你是…助手" line that the offline demo model's rules (llm/scripts/demo.yaml) look for.
 # The economics agent is a workflow agent (no model call): its prompt only says what it is.
 ECONOMICS_PROMPT = """你是光伏经济性测算助手（工作流智能体）。
@@ -107,11 +105,10 @@ def _ensure(tenant: Tenant, spec: dict[str, Any]) -> Agent:
 
 
 def seed_energy_demo(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
-    """The energy demo tenant gets the three PV agents and their planner, published (idempotent; an existing demo
-    tenant's agents are brought back to the spec, e.g. the economics agent becomes the workflow agent)."""
+    """Each tenant gets the three PV agents and their planner, published (idempotent; an existing demo tenant's
+    agents are brought back to the spec, e.g. the economics agent becomes the workflow agent). `seed_demo` gives it
+    the demo tenants that have the energy pack (tenants.demo)."""
     for tenant in tenants:
-        if tenant.slug != DEMO_TENANT_SLUG:
-            continue
         with tenant_scope(tenant), transaction.atomic():
             agents = [_ensure(tenant, spec) for spec in [*DEMO_AGENTS, PLANNER_AGENT]]
             names = ", ".join(f"{agent.name} (v{agent.published_version().number})" for agent in agents)

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from agents.packs.energy import pv
+from agents.packs.energy import PACK, pv
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
 
@@ -71,6 +71,7 @@ def title_of(estimate: dict[str, Any]) -> str:
 @register_tool
 class PVEconomicsTool(Tool):
     name = "pv_economics"
+    pack = PACK
     description_en = (
         "PV (photovoltaic) project economics: generation, revenue, investment, payback, IRR and NPV for a location "
         "and a project type (工商业 or 户用). Location and project type are required: if the user has not said "
@@ -98,6 +99,7 @@ class PVEconomicsTool(Tool):
 @register_tool
 class PVSensitivityTool(Tool):
     name = "pv_sensitivity"
+    pack = PACK
     description_en = (
         "Sensitivity of a PV estimate: IRR, NPV and payback when the electricity price, the cost per kW and the "
         "full-load hours change by -20%, -10%, +10%, +20%. Uses the previous pv_economics estimate unless a "
@@ -121,6 +123,7 @@ class PVSensitivityTool(Tool):
 @register_tool
 class PVReportTool(Tool):
     name = "pv_report"
+    pack = PACK
     description_en = (
         "Write the Markdown report of a PV estimate (assumptions, results, sensitivity table). Uses the previous "
         "estimate unless a location and a project type are given."

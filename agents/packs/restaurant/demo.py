@@ -11,8 +11,6 @@ from knowledge.models import KnowledgeBase
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
-DEMO_TENANT_SLUG = "restaurant"
-
 # (name, category, price, description, spicy, sold_out)
 DEMO_MENU = [
     ("包子", "小吃", "3.00", "鲜肉大包，一个", False, False),
@@ -94,10 +92,9 @@ def menu_ensure(*, tenant: Tenant) -> int:
 
 
 def seed_restaurant_demo(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
-    """The restaurant demo tenant gets the menu and the waiter agent, published (idempotent)."""
+    """Each tenant gets the menu and the waiter agent, published (idempotent). `seed_demo` gives it the demo
+    tenants that have the restaurant pack (tenants.demo)."""
     for tenant in tenants:
-        if tenant.slug != DEMO_TENANT_SLUG:
-            continue
         with tenant_scope(tenant):
             menu_ensure(tenant=tenant)
             agent, _published = agent_ensure(tenant=tenant, spec=WAITER)

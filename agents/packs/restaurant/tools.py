@@ -6,7 +6,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from agents.packs.restaurant import services
+from agents.packs.restaurant import PACK, services
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
 from core.db import database_sync_to_async
@@ -44,6 +44,7 @@ def _menu_text(call: ToolCallContext, category: str) -> str:
 @register_tool
 class MenuTool(Tool):
     name = "menu"
+    pack = PACK
     description_en = (
         "The restaurant's menu (菜单应用): dishes, prices, categories, which are spicy or sold out. "
         "Call it before taking an order."
@@ -81,6 +82,7 @@ def _order(call: ToolCallContext, dish: str, quantity: int, diners: int | None) 
 @register_tool
 class OrderTool(Tool):
     name = "order"
+    pack = PACK
     description_en = (
         "Order a dish (点餐应用) when the user orders. The dish and the quantity are required: if the user has "
         "not said them, ask; never guess. The number of diners is optional."
@@ -119,6 +121,7 @@ def _checkout(call: ToolCallContext) -> ToolResult:
 @register_tool
 class CheckoutTool(Tool):
     name = "checkout"
+    pack = PACK
     description_en = "Check out (结账应用) when the user has finished and wants to pay: totals the order and closes it."
     description_zh = "结账应用：用户用完餐要结账时调用，计算订单总额并结账。"
     parameters = {"type": "object", "properties": {}, "additionalProperties": False}

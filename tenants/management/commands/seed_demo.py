@@ -7,14 +7,14 @@ from django.db import transaction
 
 from tenants.demo import run_demo_seeders
 from tenants.models import Role
-from tenants.services import membership_set, tenant_ensure, user_ensure
+from tenants.services import membership_set, tenant_ensure, tenant_packs_enable, user_ensure
 
 DEMO_PASSWORD = "demo-pass-2026"  # noqa: S105 - the demo logins are printed on purpose
 
 DEMO_TENANTS = [
-    # slug, name, username prefix
-    ("energy", "能源示范", "energy"),
-    ("restaurant", "餐厅示范", "restaurant"),
+    # slug, name, username prefix, the packs enabled for it (each demo tenant gets its own pack's tools and data)
+    ("energy", "能源示范", "energy", ["energy"]),
+    ("restaurant", "餐厅示范", "restaurant", ["restaurant"]),
 ]
 
 
@@ -30,8 +30,8 @@ class Command(BaseCommand):
         user_ensure(username="platform", password=password, is_superuser=True)
         rows.append(("platform", "—", "platform superuser / 平台超级管理员"))
         tenants = []
-        for slug, name, prefix in DEMO_TENANTS:
-            tenant = tenant_ensure(slug=slug, name=name)
+        for slug, name, prefix, packs in DEMO_TENANTS:
+            tenant = tenant_packs_enable(tenant=tenant_ensure(slug=slug, name=name), keys=packs)
             tenants.append(tenant)
             for role in (Role.OWNER, Role.ADMIN, Role.MEMBER):
                 username = f"{prefix}-{role.value}"
@@ -43,7 +43,8 @@ class Command(BaseCommand):
         for tenant in tenants:
             membership_set(user=both, tenant=tenant, role=Role.MEMBER)
         rows.append(("consultant", " + ".join(t.name for t in tenants), "member"))
-        # The apps above tenants/ (the models of llm, the agents...) add their demo data through tenants.demo.
+        # The apps above tenants/ (the models of llm, the agents...) add their demo data through tenants.demo; a
+        # pack's only to the tenants that have it.
         seeded: list[str] = []
         run_demo_seeders(tenants, seeded.append)
 

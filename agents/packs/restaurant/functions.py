@@ -1,7 +1,7 @@
-"""The registered Python functions and plugins seed 1's two example workflows use.
+"""The registered Python functions and plugins seed 1's two example workflows (the restaurant pack's templates) use.
 
-Small, deterministic implementations. `plugin_ai_knowledge_base_query` is the real knowledge-base plugin
-(agents/tools/knowledge.py). The customer list is demo data, and `plugin_sms_send`
+Small, deterministic implementations. `plugin_ai_knowledge_base_query` is the platform's knowledge-base plugin
+(agents/tools/knowledge.py), in no pack. The customer list is demo data, and `plugin_sms_send`
 sends nothing (no SMS gateway is configured): it checks the message and records it in the tool context.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agents.packs.restaurant import PACK
 from agents.tools import ToolCallContext, ToolResult, get_tool, python_tool
 
 SPICY_WORDS = ("辣", "麻", "椒", "spicy", "chili", "chilli", "hot", "pepper", "sichuan", "szechuan")
@@ -28,7 +29,7 @@ def _register(name: str, **kwargs: Any):
     existing = get_tool(name)
     if existing is not None:
         return lambda func: func
-    return python_tool(name=name, **kwargs)
+    return python_tool(name=name, pack=PACK, **kwargs)
 
 
 def _dish_text(dish: Any) -> str:
