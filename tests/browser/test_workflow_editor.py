@@ -18,13 +18,13 @@ def demo(transactional_db):
 def test_the_editor_shows_a_validation_error_and_saves_the_fixed_yaml(live_server, demo, page_for):
     page = page_for("en-US")
     page.goto(f"{live_server.url}/")
-    page.fill("#id_username", "energy-admin")
+    page.fill("#id_username", "restaurant-admin")  # the menu template is the restaurant pack's
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/")
 
     page.goto(f"{live_server.url}/agents/workflows/")
-    page.click("#workflow-templates a >> nth=0")  # the menu recommendation template
+    page.click("#workflow-templates a >> nth=0")  # the menu recommendation template (the restaurant pack's)
     editor = page.locator("#id_yaml")
     text = editor.input_value()
     assert "菜单推荐工作流" in text
