@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from chat.streams import FrameLog, frame_body
+from chat.streams import FrameLog, frame_body, turn_lease_seconds
 from core.conf import setting
 
 logger = logging.getLogger("chat.bus")
@@ -47,12 +47,35 @@ class Hub:
         self.stops: dict[tuple[int, int], Callable[[], None]] = {}
         self.members: dict[tuple[int, int], set[Callable[[], None]]] = {}
         self.unsubscribe = log.subscribe(self.feed)
+        # Turns can outlive their process only in a shared store: there, look for dead ones (chat.turns).
+        self.warden = asyncio.get_running_loop().create_task(self._warden()) if log.shared else None
+        self.tasks: set[asyncio.Task] = set()
 
     async def listen(self, conversation_id: int, listener: Listener) -> None:
         """Deliver the conversation's frames to `listener` from now on (returns once the subscription is live, so
         a frame published after this call is delivered, and one published before is in the log)."""
+        first = conversation_id not in self.listeners
         self.listeners.setdefault(conversation_id, set()).add(listener)
+        if first and self.warden is not None:  # a page opening a conversation whose turn died: end it now
+            task = asyncio.get_running_loop().create_task(self._end_interrupted([conversation_id]))
+            self.tasks.add(task)  # the loop keeps only weak references to tasks
+            task.add_done_callback(self.tasks.discard)
         await self.log.subscribed()
+
+    async def _warden(self) -> None:
+        """Every third of a lease, end the dead turns of the conversations this process's sockets watch."""
+        while True:
+            await asyncio.sleep(turn_lease_seconds() / 3)
+            if self.listeners:
+                await self._end_interrupted(list(self.listeners))
+
+    async def _end_interrupted(self, conversation_ids: list[int]) -> None:
+        from chat.turns import end_interrupted_turns  # chat.turns imports this module
+
+        try:
+            await end_interrupted_turns(self.log, conversation_ids)
+        except Exception:  # the frame log is unavailable: the next round tries again
+            logger.warning("could not look for interrupted turns", exc_info=True)
 
     def unlisten(self, conversation_id: int, listener: Listener) -> None:
         listeners = self.listeners.get(conversation_id)

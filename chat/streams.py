@@ -2,7 +2,8 @@
 every frame it numbers to the sockets of every process (chat.bus delivers them).
 
 It also holds the two small pieces of turn state every process must see: which turn is running in a conversation
-(so a resend or a second message does not start another) and whether someone asked it to stop (a flag, and a stop
+(so a resend or a second message does not start another; a lease its process renews, so a turn whose process died is
+found and ended by another: chat.turns.end_interrupted_turns) and whether someone asked it to stop (a flag, and a stop
 message on the same bus so the running turn hears it at once).
 
 Redis when settings.REDIS_URL is set (shared by every Daphne process and Celery worker; numbering, keeping and
@@ -35,10 +36,14 @@ MAX_FRAMES = 2000
 FRAMES_TTL = 3600
 # The seq counter outlives the frames, so numbers keep growing across turns of a long-lived page.
 COUNTER_TTL = 30 * 24 * 3600
-# A running-turn claim expires by itself if its process dies without releasing it; the running turn renews it
-# (chat.turns) well within this.
-TURN_TTL = 60
 STOP_TTL = 60
+
+
+def turn_lease_seconds() -> int:
+    """How long a running turn's claim lasts unless renewed (CHAT_TURN_LEASE_SECONDS): the running turn renews it
+    six times as often (chat.turns); a process that died stops renewing, and once it has run out another process ends
+    the turn as interrupted (chat.turns.end_interrupted_turns)."""
+    return max(1, int(setting("CHAT_TURN_LEASE_SECONDS")))
 
 
 def group_name(conversation_id: int) -> str:
@@ -91,7 +96,8 @@ class FrameLog:
         return await self.last_seq(conversation_id), await self.running_turn(conversation_id)
 
     async def claim_turn(self, conversation_id: int, turn_id: int) -> int | None:
-        """Mark turn `turn_id` (its user message id) running; None on success, else the turn already running."""
+        """Mark turn `turn_id` (its user message id) running; None on success, else the turn already running (or a
+        turn whose process died and that nobody has ended yet: `adopt_orphans`)."""
         raise NotImplementedError
 
     async def running_turn(self, conversation_id: int) -> int | None:
@@ -103,6 +109,14 @@ class FrameLog:
 
     async def release_turn(self, conversation_id: int, turn_id: int) -> None:
         raise NotImplementedError
+
+    async def adopt_orphans(self, conversation_ids: list[int]) -> list[tuple[int, int]]:
+        """Claim, for the caller, the turns of these conversations whose process died: claimed, never released, and
+        their lease ran out. Returns (conversation, turn) pairs; the caller ends each turn, then releases it."""
+        raise NotImplementedError
+
+    # Whether turns can outlive the process that runs them in this store (so `adopt_orphans` can find any).
+    shared = False
 
     async def request_stop(self, conversation_id: int, turn_id: int) -> None:
         """Set the stop flag of the turn (read by a turn that starts listening late) and publish a stop message."""
@@ -172,7 +186,7 @@ class MemoryFrameLog(FrameLog):
         current = await self.running_turn(conversation_id)
         if current is not None:
             return current
-        self.turns[conversation_id] = (turn_id, time.monotonic() + TURN_TTL)
+        self.turns[conversation_id] = (turn_id, time.monotonic() + turn_lease_seconds())
         self.stops.pop(conversation_id, None)
         return None
 
@@ -184,13 +198,16 @@ class MemoryFrameLog(FrameLog):
 
     async def renew_turn(self, conversation_id: int, turn_id: int) -> None:
         if self.turns.get(conversation_id, (None,))[0] == turn_id:
-            self.turns[conversation_id] = (turn_id, time.monotonic() + TURN_TTL)
+            self.turns[conversation_id] = (turn_id, time.monotonic() + turn_lease_seconds())
 
     async def release_turn(self, conversation_id: int, turn_id: int) -> None:
         if self.turns.get(conversation_id, (None,))[0] == turn_id:
             del self.turns[conversation_id]
         if self.stops.get(conversation_id) == turn_id:
             del self.stops[conversation_id]
+
+    async def adopt_orphans(self, conversation_ids: list[int]) -> list[tuple[int, int]]:
+        return []  # the store lives and dies with the one process that runs every turn: nothing outlives it
 
     async def request_stop(self, conversation_id: int, turn_id: int) -> None:
         self.stops[conversation_id] = turn_id
@@ -234,11 +251,43 @@ redis.call('PUBLISH', channel, table.concat(lines, '\\n'))
 return firsts
 """
 
-# Release only our own claim (a late release must not drop the next turn's).
+# A claim is two keys: `turn` (the lease: expires unless renewed) and `open` (the same turn id, kept until the turn is
+# released). A new turn is refused while either holds another turn: `open` without `turn` is a turn whose process died,
+# which must be ended (adopt) before the next one starts. KEYS: turn, open; ARGV: turn id, lease, open's expiry.
+# Returns nothing on success, else the turn in the way.
+_CLAIM = """
+local current = redis.call('GET', KEYS[1])
+if current then return current end
+local open = redis.call('GET', KEYS[2])
+if open and open ~= ARGV[1] then return open end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
+return false
+"""
+
+# Release only our own claim (a late release must not drop the next turn's). KEYS: turn, stop, open.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
 return 0
+"""
+
+# For each conversation (KEYS: its turn and open keys, in pairs): a turn still open whose lease is gone belonged to a
+# process that died; take a fresh lease on it for the caller. Returns (pair position, turn id) for each one taken.
+_ADOPT = """
+local adopted = {}
+for k = 1, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[k]) == 0 then
+    local open = redis.call('GET', KEYS[k + 1])
+    if open then
+      redis.call('SET', KEYS[k], open, 'EX', ARGV[1])
+      adopted[#adopted + 1] = (k + 1) / 2
+      adopted[#adopted + 1] = open
+    end
+  end
+end
+return adopted
 """
 
 
@@ -250,7 +299,8 @@ return 0
 
 class RedisFrameLog(FrameLog):
     """Shared by every process: per conversation a seq counter (INCR), a sorted set of frames scored by seq
-    (bounded to MAX_FRAMES, expiring FRAMES_TTL after the last frame), a turn claim and a stop flag; and one
+    (bounded to MAX_FRAMES, expiring FRAMES_TTL after the last frame), a turn claim (a lease, and an open mark kept
+    until the release) and a stop flag; and one
     pub/sub channel, the bus, that carries every frame and stop request to every process."""
 
     def __init__(self, url: str, prefix: str) -> None:
@@ -312,27 +362,34 @@ class RedisFrameLog(FrameLog):
         seq, turn = await self._client().mget(self._key(conversation_id, "seq"), self._key(conversation_id, "turn"))
         return int(seq or 0), int(turn) if turn is not None else None
 
+    shared = True
+    # How many conversations one adopt script call looks at.
+    ADOPT_BATCH = 500
+
     async def claim_turn(self, conversation_id: int, turn_id: int) -> int | None:
-        client = self._client()
-        key = self._key(conversation_id, "turn")
-        if await client.set(key, str(turn_id), nx=True, ex=TURN_TTL):
-            return None
-        current = await client.get(key)
-        if current is None:  # released meanwhile: try once more
-            return None if await client.set(key, str(turn_id), nx=True, ex=TURN_TTL) else turn_id
-        return int(current)
+        keys = (self._key(conversation_id, "turn"), self._key(conversation_id, "open"))
+        current = await self._client().eval(_CLAIM, 2, *keys, str(turn_id), turn_lease_seconds(), COUNTER_TTL)
+        return int(current) if current is not None else None
 
     async def running_turn(self, conversation_id: int) -> int | None:
         value = await self._client().get(self._key(conversation_id, "turn"))
         return int(value) if value is not None else None
 
     async def renew_turn(self, conversation_id: int, turn_id: int) -> None:
-        await self._client().eval(_RENEW, 1, self._key(conversation_id, "turn"), str(turn_id), TURN_TTL)
+        await self._client().eval(_RENEW, 1, self._key(conversation_id, "turn"), str(turn_id), turn_lease_seconds())
 
     async def release_turn(self, conversation_id: int, turn_id: int) -> None:
-        await self._client().eval(
-            _RELEASE, 2, self._key(conversation_id, "turn"), self._key(conversation_id, "stop"), str(turn_id)
-        )
+        keys = [self._key(conversation_id, name) for name in ("turn", "stop", "open")]
+        await self._client().eval(_RELEASE, 3, *keys, str(turn_id))
+
+    async def adopt_orphans(self, conversation_ids: list[int]) -> list[tuple[int, int]]:
+        adopted: list[tuple[int, int]] = []
+        for start in range(0, len(conversation_ids), self.ADOPT_BATCH):
+            batch = conversation_ids[start : start + self.ADOPT_BATCH]
+            keys = [self._key(c, name) for c in batch for name in ("turn", "open")]
+            found = await self._client().eval(_ADOPT, len(keys), *keys, turn_lease_seconds())
+            adopted += [(batch[int(found[n]) - 1], int(found[n + 1])) for n in range(0, len(found), 2)]
+        return adopted
 
     async def request_stop(self, conversation_id: int, turn_id: int) -> None:
         client = self._client()

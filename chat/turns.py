@@ -19,17 +19,21 @@ from agents.runtime import Sink, TurnResult, run_turn
 from agents.sinks import TeeSink
 from chat.bus import hub_for
 from chat.sinks import ChannelSink
-from chat.streams import FrameLog, get_frame_log
+from chat.streams import FrameLog, get_frame_log, turn_lease_seconds
 from core.conf import setting
 from core.db import database_sync_to_async
-from memory.models import Conversation, Message, Role
-from memory.services import message_add
+from llm import errors
+from memory.models import Conversation, Message, MessageStatus, Role
+from memory.services import assistant_message_finish, message_add
+from plans.models import Plan, PlanStatus
+from plans.services import plan_set_status
+from tenants.scope import all_tenants, tenant_scope
 
 logger = logging.getLogger("chat.turns")
 
-# How often a running turn renews its claim in the frame log (well within streams.TURN_TTL) and reads the stop flag
-# (in case the stop message was published while this process's bus was reconnecting).
-RENEW_SECONDS = 10.0
+# How often a running turn renews its claim in the frame log (six times per lease: streams.turn_lease_seconds) and
+# reads the stop flag (in case the stop message was published while this process's bus was reconnecting).
+RENEWALS_PER_LEASE = 6
 
 # How long a new message waits for the conversation's previous turn to release its claim before it is "busy".
 CLAIM_GRACE_SECONDS = 0.5
@@ -123,17 +127,21 @@ class Submission:
 
 
 def _stored_with_client_id(conversation: Conversation, client_id: str) -> tuple[Message | None, Message | None]:
-    """The stored user message with this client_id, and its reply: the turn's last assistant message without tool
-    calls (a tool-using turn stores tool-call rounds before the answer), up to the next user message."""
+    """The stored user message with this client_id, and its reply (`_reply_to`)."""
     message = Message.objects.filter(conversation=conversation, client_id=client_id).first()
     if message is None:
         return None, None
+    return message, _reply_to(conversation, message)
+
+
+def _reply_to(conversation: Conversation, message: Message) -> Message | None:
+    """The reply to a user message: the turn's last assistant message without tool calls (a tool-using turn stores
+    tool-call rounds before the answer), up to the next user message."""
     turn = Message.objects.filter(conversation=conversation, pk__gt=message.pk)
     next_user = turn.filter(role=Role.USER).order_by("id").values_list("pk", flat=True).first()
     if next_user is not None:
         turn = turn.filter(pk__lt=next_user)
-    reply = turn.filter(role=Role.ASSISTANT, tool_calls__isnull=True).order_by("-id").first()
-    return message, reply
+    return turn.filter(role=Role.ASSISTANT, tool_calls__isnull=True).order_by("-id").first()
 
 
 def _turn_frames(frames: list[dict[str, Any]], message_id: int) -> list[dict[str, Any]]:
@@ -182,12 +190,15 @@ async def submit_user_message(
 
 async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:
     """True when no turn of the conversation runs, waiting up to CLAIM_GRACE_SECONDS: a turn sends `done` just
-    before it releases its claim, so a message sent the moment its reply ends must not be refused as busy."""
+    before it releases its claim, so a message sent the moment its reply ends must not be refused as busy. A turn
+    whose process died is ended first, so its interrupted reply comes before the new message."""
     deadline = asyncio.get_running_loop().time() + CLAIM_GRACE_SECONDS
     while await log.running_turn(conversation_id) is not None:
         if asyncio.get_running_loop().time() >= deadline:
             return False
         await asyncio.sleep(0.05)
+    if log.shared:
+        await end_interrupted_turns(log, [conversation_id])
     return True
 
 
@@ -210,7 +221,7 @@ async def _watch_stop(log: FrameLog, conversation_id: int, turn_id: int, stop: a
                 logger.warning("stop watcher: frame log unavailable conversation=%s", conversation_id, exc_info=True)
             if stop.is_set():
                 return
-            await asyncio.sleep(RENEW_SECONDS)
+            await asyncio.sleep(turn_lease_seconds() / RENEWALS_PER_LEASE)
             try:
                 await log.renew_turn(conversation_id, turn_id)
             except Exception:
@@ -238,7 +249,7 @@ async def _run(log: FrameLog, conversation: Conversation, message: Message, sink
         watcher.cancel()
         try:
             await asyncio.shield(log.release_turn(conversation.pk, message.pk))
-        except Exception:  # the frame log is unavailable: the claim expires by itself (streams.TURN_TTL)
+        except Exception:  # the frame log is unavailable: the lease runs out, and another process ends the turn
             logger.warning("turn claim not released conversation=%s", conversation.pk, exc_info=True)
 
 
@@ -265,7 +276,7 @@ async def run_server_turn(*, conversation: Conversation, content: str) -> bool:
     streamed like a typed message, so an open chat page shows it live and it never runs beside the user's own
     turn. False when another turn of the conversation is running (the user answered first): nothing is stored."""
     log = get_frame_log()
-    if await log.running_turn(conversation.pk) is not None:
+    if not await _claim_clears(log, conversation.pk):
         return False
     message = await database_sync_to_async(message_add)(conversation=conversation, role=Role.USER, content=content)
     running = await log.claim_turn(conversation.pk, message.pk)
@@ -276,3 +287,89 @@ async def run_server_turn(*, conversation: Conversation, content: str) -> bool:
     await sink.emit(frames.UserMessage(message_id=message.pk, content=message.content))
     await _run(log, conversation, message, sink)
     return True
+
+
+# --- turns whose process died ------------------------------------------------------------------------------------
+#
+# A turn runs in the process that received its message. If that process dies (killed, out of memory, its machine
+# lost), nothing ends the turn: no reply is stored and the pages never get `done`. Its claim is a lease the running
+# turn renews; once the lease has run out without a release, any process may adopt the turn and end it as
+# `interrupted`, with what the frame log kept of the reply. Each process looks at the conversations its sockets
+# watch (chat.bus.Hub, every third of a lease, and when a conversation's first socket connects), and a new message
+# ends its conversation's dead turn before it is stored.
+
+
+async def end_interrupted_turns(log: FrameLog, conversation_ids: list[int]) -> int:
+    """End the turns of these conversations whose process died; returns how many. Each one's reply is stored as
+    partial (what the log kept of its text) or error, with the code `interrupted`, and its pages get the frames a
+    failed turn ends with. A turn that had stored its reply before its process died gets its `done` instead."""
+    adopted = await log.adopt_orphans(conversation_ids)
+    for conversation_id, turn_id in adopted:
+        try:
+            await _end_interrupted(log, conversation_id, turn_id)
+        except Exception:  # the lease runs out again, and the next look tries again
+            logger.exception("could not end the interrupted turn %s of conversation %s", turn_id, conversation_id)
+            continue
+        try:
+            await log.release_turn(conversation_id, turn_id)
+        except Exception:
+            logger.warning("interrupted turn not released conversation=%s", conversation_id, exc_info=True)
+    return len(adopted)
+
+
+def _interrupted_text(logged: list[dict[str, Any]]) -> str:
+    """The reply text a turn had streamed: its own (index 0) deltas after its last tool round, whose text is stored
+    with that round."""
+    text: list[str] = []
+    for frame in logged:
+        if frame.get("index", 0) != 0:
+            continue
+        if frame["type"] == "delta":
+            text.append(frame["content"])
+        elif frame["type"] == "tool":
+            text = []
+    return "".join(text)
+
+
+def _store_interrupted(conversation_id: int, turn_id: int, text: str) -> tuple[Message | None, bool]:
+    """The reply of a dead turn: the one it stored (True), else a new one with the code `interrupted` (False). A plan
+    the turn left running fails. (None, False) when the conversation or the message is gone."""
+    with all_tenants(reason="chat: end a turn whose process died (the conversation's tenant is not known yet)"):
+        conversation = Conversation.objects.select_related("tenant").filter(pk=conversation_id).first()
+    if conversation is None:
+        return None, False
+    with tenant_scope(conversation.tenant):
+        message = Message.objects.filter(conversation=conversation, pk=turn_id, role=Role.USER).first()
+        if message is None:
+            return None, False
+        reply = _reply_to(conversation, message)
+        if reply is not None:
+            return reply, True
+        for plan in Plan.objects.filter(conversation=conversation, status=PlanStatus.RUNNING):
+            plan_set_status(plan=plan, status=PlanStatus.FAILED)
+        reply = assistant_message_finish(conversation=conversation, content=text, error_code=errors.INTERRUPTED)
+        return reply, False
+
+
+async def _end_interrupted(log: FrameLog, conversation_id: int, turn_id: int) -> None:
+    logged = _turn_frames(await log.after(conversation_id, 0), turn_id)
+    if any(frame.get("index", 0) == 0 and frame["type"] in ("done", "error") for frame in logged):
+        return  # it ended; only its release was lost
+    text = _interrupted_text(logged)
+    reply, stored = await database_sync_to_async(_store_interrupted)(conversation_id, turn_id, text)
+    if reply is None:
+        return
+    sink = ChannelSink(conversation_id, log)
+    if stored:
+        usage = reply.usage or {}
+        tokens = frames.usage_dict(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        await sink.emit(frames.Done(message_id=reply.pk, status=reply.status, usage=tokens, content=reply.content))
+        return
+    logger.warning("turn %s of conversation %s ended as interrupted: its process died", turn_id, conversation_id)
+    partial = reply.status == MessageStatus.PARTIAL
+    if partial:
+        await sink.emit(frames.Done(message_id=reply.pk, status=reply.status, usage=frames.usage_dict(), content=text))
+    await sink.emit(
+        frames.Error(code=errors.INTERRUPTED, message=errors.message_for(errors.INTERRUPTED),
+                     message_id=reply.pk if partial else None, user_message_id=turn_id)
+    )  # fmt: skip

@@ -43,6 +43,9 @@ DEFAULTS: dict[str, Any] = {
     "CHAT_MAX_TURNS": 200,
     "CHAT_TURN_QUEUE": 400,
     "CHAT_BUSY_RETRY_SECONDS": 10,
+    # Seconds a running turn's claim lasts unless its process renews it: after a process dies, its turns are ended as
+    # interrupted by another process within about this long (chat.turns.end_interrupted_turns).
+    "CHAT_TURN_LEASE_SECONDS": 60,
     # Threads of a process that run database work of async code side by side on PostgreSQL (1: one thread).
     "DATABASE_THREADS": 8,
     # Redis clients of the frame log: connections per process and event loop (a caller waits up to
@@ -76,7 +79,7 @@ DEFAULTS: dict[str, Any] = {
     "MEMORY_SLEEP_SAMPLE": 20,
     # Before a turn: events retrieved (then followed along relations up to the depth), old turns recalled, and the
     # tokens all of it may take in the system message.
-    "MEMORY_EVENTS_TOP_K": 5,
+    "MEMORY_EVENTS_TOP_K": 10,
     "MEMORY_EXPAND_DEPTH": 2,
     "MEMORY_TURNS_TOP_K": 3,
     "MEMORY_RECALL_TOKENS": 800,

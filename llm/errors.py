@@ -20,6 +20,8 @@ PROVIDER_QUOTA_EXCEEDED = "provider_quota_exceeded"
 PROVIDER_ERROR = "provider_error"
 STREAM_DROPPED = "stream_dropped"
 CANCELLED = "cancelled"
+# Not the model's: the platform process writing the reply died (chat.turns.end_interrupted_turns).
+INTERRUPTED = "interrupted"
 BAD_REQUEST = "bad_request"
 PRIVATE_ADDRESS = "private_address"
 
@@ -70,6 +72,13 @@ _MESSAGES: dict[str, tuple[str, str]] = {
         "模型的回复中途断开。已保留部分回答，请重试。",
     ),
     CANCELLED: (gettext_noop("The model call was cancelled."), "模型调用已取消。"),
+    INTERRUPTED: (
+        gettext_noop(
+            "The reply was cut off because the server writing it stopped. What arrived is kept; send your message "
+            "again."
+        ),
+        "生成回复的服务器进程中途停止，回复被中断。已保留收到的部分，请重新发送消息。",
+    ),
     PRIVATE_ADDRESS: (
         gettext_noop(
             "The model provider's base URL is a private or loopback address, where the platform does not send "
