@@ -14,7 +14,9 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
+from agents.config import agent_config
 from agents.forms import AgentConfigForm
+from agents.limits import MAX_MESSAGE_CHARS, message_limit
 from agents.models import Agent
 from agents.selectors import (
     agent_conversation_count,
@@ -50,6 +52,16 @@ def _add_service_errors(form: AgentConfigForm, error: ValidationError) -> None:
         form.add_error(None, error.messages)
 
 
+def _message_limit_help(agent: Agent | None) -> str:
+    """The longest message the agent's saved draft takes, as the pages say it (agents.limits)."""
+    if agent is None:
+        return _(
+            "A message to an agent may be at most %(max)s characters, and less when its model's context window is "
+            "small: what fits after the system prompt and the reply's reserve (shown here once the agent is saved)."
+        ) % {"max": MAX_MESSAGE_CHARS}
+    return message_limit(agent_config(agent=agent)).help_text()
+
+
 @tenant_required
 def agent_list(request: HttpRequest) -> HttpResponse:
     return render(
@@ -72,13 +84,16 @@ def agent_new(request: HttpRequest) -> HttpResponse:
             messages.success(request, _("Saved “%(name)s” as a draft. Publish it to let new conversations use it.")
                              % {"name": agent.name})  # fmt: skip
             return HttpResponseRedirect(reverse("agents:detail", args=[agent.pk]))
-    return render(request, "agents/form.html", {"form": form, "agent": None})
+    return render(
+        request, "agents/form.html", {"form": form, "agent": None, "message_limit": _message_limit_help(None)}
+    )
 
 
 @editors_only
 @require_http_methods(["GET", "POST"])
 def agent_edit(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = _agent_or_404(agent_id)
+    limit = _message_limit_help(agent)  # of the saved draft: the form writes what is typed into `agent`
     form = AgentConfigForm(request.POST or None, instance=agent, tenant=request.tenant)
     if request.method == "POST" and form.is_valid():
         try:
@@ -88,7 +103,7 @@ def agent_edit(request: HttpRequest, agent_id: int) -> HttpResponse:
         else:
             messages.success(request, _("Saved the draft. Publish it to let new conversations use it."))
             return HttpResponseRedirect(reverse("agents:detail", args=[agent.pk]))
-    return render(request, "agents/form.html", {"form": form, "agent": agent})
+    return render(request, "agents/form.html", {"form": form, "agent": agent, "message_limit": limit})
 
 
 @tenant_required
@@ -111,6 +126,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "versions": versions,
             "published": versions[0] if versions else None,
             "metrics": overflow_metrics_for_agent(agent_id=agent.pk),
+            "message_limit": _message_limit_help(agent),
             "chat_available": chat_available,
             "conversations": conversations,
             "conversation_count": agent_conversation_count(agent=agent),

@@ -21,11 +21,14 @@ from django.utils.translation import get_supported_language_variant, gettext, ov
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from agents import frames
+from agents.limits import MAX_MESSAGE_CHARS, MessageLimit
 from chat import turns
 from chat.bus import hub_for
+from chat.selectors import conversation_message_limit
 from chat.sinks import page_frame
 from chat.streams import get_frame_log
 from core.conf import setting
+from core.db import database_sync_to_async
 from llm import errors
 from memory.models import Conversation
 from memory.selectors import access_conversation
@@ -33,7 +36,7 @@ from tenants.consumers import TenantScopedJsonConsumer
 
 # A socket that has not said where to resume from (catch_up) within this delay gets live frames from its connect.
 SYNC_DELAY_SECONDS = 1.0
-MAX_CONTENT_CHARS = 20_000
+MAX_CONTENT_CHARS = MAX_MESSAGE_CHARS  # the platform's limit; an agent's own may be less (agents.limits)
 MAX_CLIENT_ID_CHARS = 100
 # Refusal codes of a socket's own message (besides busy and overloaded).
 EMPTY_MESSAGE = "empty_message"
@@ -77,6 +80,8 @@ class ChatConsumer(TenantScopedJsonConsumer):
     channel_layer_alias = "chat-sockets-use-the-bus"
     conversation: Conversation | None = None
     hub = None
+    # The conversation's message limit (agents.limits), read at the first message: a connect stays one hop.
+    limit: MessageLimit | None = None
 
     def connect_reads(self) -> None:
         if self.scope["user"].is_authenticated:
@@ -189,6 +194,13 @@ class ChatConsumer(TenantScopedJsonConsumer):
         if self.conversation.parent_id is not None:  # a plan step's conversation is read-only
             await self._reject(errors.BAD_REQUEST, client_id=client_id)
             return
+        if self.limit is None:
+            self.limit = await database_sync_to_async(conversation_message_limit)(conversation=self.conversation)
+        with override(self.language):
+            too_long = self.limit.refusal(text)
+        if too_long:
+            await self._reject(MESSAGE_TOO_LONG, client_id=client_id, text=too_long)
+            return
         submission = await turns.submit_user_message(conversation=self.conversation, client_id=client_id, content=text)
         if submission.outcome in ("busy", "overloaded"):
             await self._reject(submission.outcome, client_id=client_id)
@@ -219,29 +231,28 @@ class ChatConsumer(TenantScopedJsonConsumer):
         """A frame for this socket only, not of the conversation: `seq` is null and the log does not keep it."""
         await self.send_json({"seq": None, **page_frame(frame)})
 
-    async def _reject(self, code: str, client_id: str | None = None) -> None:
-        """An error for this socket only (not a frame of the conversation: seq is null)."""
-        retry_after = None
-        if code == "busy":
+    async def _reject(self, code: str, client_id: str | None = None, text: str = "") -> None:
+        """An error for this socket only (not a frame of the conversation: seq is null); `text` says why, else the
+        code's own words."""
+        retry_after = setting("CHAT_BUSY_RETRY_SECONDS") if code == "overloaded" else None
+        if not text:
             with override(self.language):
-                text = gettext("The agent is still answering. Wait for the reply or stop it, then send again.")
-        elif code == "overloaded":
-            retry_after = setting("CHAT_BUSY_RETRY_SECONDS")
-            with override(self.language):
-                text = gettext(
-                    "The platform is busy and did not take your message. It is sent again in %(seconds)s s."
-                ) % {"seconds": retry_after}
-        elif code == EMPTY_MESSAGE:
-            with override(self.language):
-                text = gettext("The message is empty. Write something first.")
-        elif code == MESSAGE_TOO_LONG:
-            with override(self.language):
-                text = gettext(
-                    "The message is longer than %(max)s characters. Shorten it, or put long text in a knowledge base."
-                ) % {"max": MAX_CONTENT_CHARS}
-        else:
-            text = errors.message_for(code, self.language)
+                text = self._reason(code, retry_after)
         await self._send_own(frames.Error(code=code, message=text, client_id=client_id, retry_after=retry_after))
+
+    def _reason(self, code: str, retry_after: int | None) -> str:
+        """The words of a refusal code, in the active language."""
+        if code == "busy":
+            return gettext("The agent is still answering. Wait for the reply or stop it, then send again.")
+        if code == "overloaded":
+            return gettext("The platform is busy and did not take your message. It is sent again in %(seconds)s s.") % {
+                "seconds": retry_after
+            }
+        if code == EMPTY_MESSAGE:
+            return gettext("The message is empty. Write something first.")
+        if code == MESSAGE_TOO_LONG:
+            return MessageLimit(chars=MAX_CONTENT_CHARS).explanation()
+        return errors.message_for(code, self.language)
 
     async def _replay(self, after_seq: int) -> None:
         async with self.lock:

@@ -9,6 +9,8 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AbstractBaseUser
 
+from agents.config import conversation_config
+from agents.limits import MessageLimit, message_limit
 from agents.models import Agent
 from chat.streams import get_frame_log
 from core.markdown import render_markdown
@@ -29,6 +31,12 @@ def agents_for_new_conversation() -> list[Agent]:
     until published, as the agent pages say)."""
     agents = Agent.objects.filter(active=True, versions__isnull=False).distinct()
     return list(agents.only("id", "name", "description").order_by("name"))
+
+
+def conversation_message_limit(*, conversation: Conversation) -> MessageLimit:
+    """The longest message `conversation` takes: its agent's configuration (the version it runs, or the draft of a
+    test conversation) against its model's window (agents.limits); the composer and the socket both hold to it."""
+    return message_limit(conversation_config(conversation))
 
 
 @dataclass

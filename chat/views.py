@@ -13,7 +13,6 @@ from agents.models import Agent
 from agents.selectors import agent_get
 from agents.services import conversation_start as start_conversation
 from chat import selectors
-from chat.consumers import MAX_CONTENT_CHARS
 from memory.models import Conversation
 from memory.selectors import access_conversation
 from tenants.decorators import may_administer, tenant_required
@@ -109,7 +108,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
             "chat_config": {
                 "wsPath": f"/ws/chat/{conversation.pk}/",
                 "lastSeq": selectors.stream_resume_seq(conversation_id=conversation.pk),
-                "maxChars": MAX_CONTENT_CHARS,
+                "maxChars": selectors.conversation_message_limit(conversation=conversation).chars,
             },
             "chat_labels": _labels(),
             "plan": selectors.conversation_plan(conversation=conversation),

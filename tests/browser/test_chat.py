@@ -170,8 +170,18 @@ def test_a_frame_lost_on_the_way_is_caught_up_by_the_page_without_a_reload(
     assert page.locator(".chat-assistant .chat-body").inner_text().strip() == stored.strip()
 
 
+def _message_limit(tenant) -> int:
+    from agents.config import agent_config
+    from agents.limits import message_limit
+
+    with tenant_scope(tenant):
+        agent = Agent.objects.get(name=AGENT_NAME)
+        return message_limit(agent_config(agent=agent, version=agent.published_version())).chars
+
+
 def test_the_composer_offers_send_only_for_something_it_can_send(asgi_live_server, demo, page_for):
-    """A newcomer's findings: an empty message was ignored without a word, a 20,000-character one accepted."""
+    """A newcomer's findings: an empty message was ignored without a word, a 20,000-character one accepted (the limit
+    is now the agent's own)."""
     base = asgi_live_server.url
     page = page_for("zh-CN")
     log_in(page, base, "energy-member")
@@ -185,10 +195,13 @@ def test_the_composer_offers_send_only_for_something_it_can_send(asgi_live_serve
     assert send.is_disabled()
     page.fill("#chat-input", "你好")
     assert send.is_enabled()
-    page.fill("#chat-input", "字" * 20_001)
+    # The agent's own limit (its 4096-token window after the prompt and the reserve), which the server gives the page.
+    limit = _message_limit(demo)
+    assert 0 < limit < 20_000
+    page.fill("#chat-input", "字" * (limit + 1))
     assert send.is_disabled()
     counter = page.locator("#chat-count")
-    assert counter.is_visible() and "20001 / 20000" in counter.inner_text() and "缩短" in counter.inner_text()
+    assert counter.is_visible() and f"{limit + 1} / {limit}" in counter.inner_text() and "缩短" in counter.inner_text()
     page.press("#chat-input", "Enter")  # refused on the page: nothing is sent
     assert page.locator(".chat-user").count() == 0
     page.fill("#chat-input", "短一点")

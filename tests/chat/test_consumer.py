@@ -350,3 +350,46 @@ async def test_an_empty_or_too_long_message_is_refused_with_a_reason(member, ten
     assert refusal["client_id"] == "c-1" and refusal.get("seq") is None
     assert await database_sync_to_async(_messages)(tenant, conversation) == []
     await socket.disconnect()
+
+
+def _small_window_conversation(tenant, member, base_url):
+    """A published agent on a model with a 600-token window, and a member's conversation with it."""
+    from agents.services import agent_publish
+    from chat.selectors import conversation_message_limit
+
+    with tenant_scope(tenant):
+        ModelProviderFactory(tenant=tenant, name="small", base_url=base_url, is_default=True,
+                             chat_models=[{"name": "small-model", "context_window": 600}],
+                             default_chat_model="small-model")  # fmt: skip
+        agent = agent_create(tenant=tenant, name="Brief", system_prompt="Answer briefly.", model="small-model")
+        agent_publish(agent=agent, user=None)
+        conversation = conversation_start(agent=agent, user=member)
+        return conversation, conversation_message_limit(conversation=conversation)
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+async def test_a_message_over_the_agents_own_limit_is_refused_with_it(member, tenant, scripted_llm, language):
+    """Issue 18: the limit follows the agent's model window (600 tokens here), not only the platform's 20,000."""
+    conversation, limit = await database_sync_to_async(_small_window_conversation)(
+        tenant, member, scripted_llm.base_url
+    )
+    assert 0 < limit.chars < 300
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Noted."}})
+    socket = await _connect(member, tenant, conversation.pk, language=language)
+    refusals = []
+    for text in ("x" * (limit.chars + 1), "🦜" * limit.chars):  # too many characters; few enough, too many tokens
+        await socket.send_json_to(_send(text, "c-long"))
+        refusals.append(await socket.receive_json_from(timeout=5))
+    assert all(r["type"] == "error" and r["code"] == "message_too_long" and r["seq"] is None for r in refusals)
+    chars, tokens = refusals[0]["message"], refusals[1]["message"]
+    assert str(limit.chars) in chars and "small-model" in chars and "600" in chars
+    assert str(limit.tokens) in tokens and "small-model" in tokens
+    if language == "en":
+        assert f"longer than {limit.chars} characters, the most that small-model (a window of 600 tokens)" in chars
+        assert f"more than the {limit.tokens} that small-model has room for" in tokens
+    assert await database_sync_to_async(_messages)(tenant, conversation) == []
+    await socket.send_json_to(_send("x" * limit.chars, "c-fits"))  # at the limit: sent and answered
+    frames = await _frames_until(socket)
+    await turns.wait_turns()
+    assert frames[0]["type"] == "user_message" and frames[-1]["type"] == "done"
+    await socket.disconnect()

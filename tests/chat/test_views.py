@@ -284,3 +284,37 @@ def test_a_draft_is_not_offered_in_the_chat_nor_started(login, member, tenant):
     assert client.post(reverse("chat:start"), {"agent": draft.pk}).status_code == 404
     with tenant_scope(tenant):
         assert not Conversation.objects.exists()
+
+
+def _chat_config(page: str) -> dict:
+    import json
+    import re
+
+    return json.loads(re.search(r'<script id="chat-config" type="application/json">(.*?)</script>', page).group(1))
+
+
+def test_the_composer_gets_the_agents_own_message_limit(login, member, tenant):
+    """Issue 18: the composer's counter holds to the agent's limit (its model's window), which the socket enforces."""
+    from agents.limits import MAX_MESSAGE_CHARS
+    from chat.selectors import conversation_message_limit
+    from tests.llm.factories import ModelProviderFactory
+
+    with tenant_scope(tenant):
+        ModelProviderFactory(tenant=tenant, name="two sizes", is_default=True, default_chat_model="gpt-4o",
+                             chat_models=[{"name": "small-model", "context_window": 600},
+                                          {"name": "gpt-4o", "context_window": 128000}])  # fmt: skip
+        conversations = []
+        for model in ("small-model", "gpt-4o"):
+            agent = agent_create(tenant=tenant, name=model, model=model)
+            agent_publish(agent=agent, user=None)
+            conversations.append(conversation_start(agent=agent, user=member))
+        small, large = conversations
+        expected = conversation_message_limit(conversation=small).chars
+    assert 0 < expected < MAX_MESSAGE_CHARS
+    client = login(member, tenant)
+    assert _chat_config(client.get(reverse("chat:conversation", args=[small.pk])).content.decode())["maxChars"] == (
+        expected
+    )
+    assert _chat_config(client.get(reverse("chat:conversation", args=[large.pk])).content.decode())["maxChars"] == (
+        MAX_MESSAGE_CHARS
+    )
