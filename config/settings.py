@@ -374,6 +374,10 @@ KNOWLEDGE_STALLED_AFTER_SECONDS = env.int(
 # document at a time per tenant, tenants side by side on KNOWLEDGE_INGEST_THREADS threads.
 KNOWLEDGE_INGEST_IN_THREAD = env.bool("KNOWLEDGE_INGEST_IN_THREAD", default=DEFAULTS["KNOWLEDGE_INGEST_IN_THREAD"])
 KNOWLEDGE_INGEST_THREADS = env.int("KNOWLEDGE_INGEST_THREADS", default=DEFAULTS["KNOWLEDGE_INGEST_THREADS"])
+# On Celery workers, an ingestion task embeds for about this long, then queues the rest behind other tenants' work.
+KNOWLEDGE_INGEST_SLICE_SECONDS = env.float(
+    "KNOWLEDGE_INGEST_SLICE_SECONDS", default=DEFAULTS["KNOWLEDGE_INGEST_SLICE_SECONDS"]
+)
 # What one document may become once read: bytes unpacked from a .docx, PDF pages, characters, chunks.
 KNOWLEDGE_MAX_UNPACKED_BYTES = env.int("KNOWLEDGE_MAX_UNPACKED_BYTES", default=DEFAULTS["KNOWLEDGE_MAX_UNPACKED_BYTES"])
 KNOWLEDGE_MAX_PAGES = env.int("KNOWLEDGE_MAX_PAGES", default=DEFAULTS["KNOWLEDGE_MAX_PAGES"])

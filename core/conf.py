@@ -68,6 +68,9 @@ DEFAULTS: dict[str, Any] = {
     # The embedded default's ingestion threads: documents of different tenants ingest side by side (one at a time
     # per tenant), so one tenant's big document never holds back another tenant's small one.
     "KNOWLEDGE_INGEST_THREADS": 2,
+    # On Celery workers: seconds of embedding one ingestion task does before it keeps its work and queues the rest
+    # behind what else waits (0: a whole document per task).
+    "KNOWLEDGE_INGEST_SLICE_SECONDS": 5.0,
     # Long-term memory (docs/memory.md). Seed 3's strength: a memory recalled after more than its gap rises a level;
     # the gap is MEMORY_GAP_SECONDS * MEMORY_GAP_FACTOR ** level; at MEMORY_LEVEL_CAP it is long-term and fixed.
     "MEMORY_GAP_SECONDS": 3600.0,

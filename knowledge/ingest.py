@@ -1,8 +1,11 @@
 """Ingestion of one document (K2): parse -> chunk -> embed in batches -> write chunks -> index.
 
-`document_ingest(document_id=...)` runs every stage synchronously inside the document's tenant scope; the Celery
-task `knowledge.tasks.ingest_document` and the benchmark call it. Progress is written as it goes (one UPDATE of
-the status, stage, progress and updated_at columns, only when the whole percentage changes):
+`document_ingest(document_id=...)` runs every stage synchronously inside the document's tenant scope; the embedded
+default's ingestion threads and the benchmark call it. On a Celery worker, `ingest_share` does it in shares of about
+KNOWLEDGE_INGEST_SLICE_SECONDS of embedding, each a task that keeps what it computed (`IngestShare` rows) and queues
+the next one behind whatever else waits: one worker goes round the documents of every tenant, so a tenant's big
+document never holds back another tenant's small one. Progress is written as it goes (one UPDATE of the status,
+stage, progress and updated_at columns, only when the whole percentage changes):
 
     parse 0-10 %, chunk 10-20 %, embed 20-90 % (batch by batch), index 90-100 %.
 
@@ -13,12 +16,15 @@ goes to the log only); the document's previous chunks, if any, stay searchable; 
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import time
+import uuid
 from collections.abc import Callable
 
 import numpy as np
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -27,7 +33,7 @@ from core.conf import setting
 from knowledge.chunking import ChunkDraft, chunk_sections
 from knowledge.embedders import Embedder, EmbedderError, embedder_for
 from knowledge.keyword import terms_for
-from knowledge.models import Chunk, Document, DocumentStatus, IngestStage, KnowledgeBase
+from knowledge.models import Chunk, Document, DocumentStatus, IngestShare, IngestStage, KnowledgeBase
 from knowledge.parsing import ParseError, over_limit, parse_document
 from tenants.models import Tenant
 from tenants.scope import all_tenants, tenant_scope
@@ -40,6 +46,11 @@ STAGE_START = {IngestStage.PARSE: 0, IngestStage.CHUNK: 10, IngestStage.EMBED: 2
 # (and the embedder's own smaller batches) pads little.
 EMBED_BATCH = 64
 WRITE_BATCH = 500
+# The outcome of a share after which the document's ingestion goes on in another task (the run is passed on).
+CONTINUE = "continue"
+# The outcome of a delivery whose run another delivery of the same task finished or is doing (a worker died after it
+# queued the next share but before the broker heard that this one was done).
+DUPLICATE = "duplicate"
 
 
 class IngestError(Exception):
@@ -48,6 +59,10 @@ class IngestError(Exception):
 
 class IngestCancelled(Exception):
     """The document was deleted, or its file replaced, while it was ingested: the work stops (nothing is stored)."""
+
+
+class ShareTaken(Exception):
+    """Another delivery of the same run stored this share first: it goes on from there, this one stops."""
 
 
 class _Progress:
@@ -83,30 +98,51 @@ def document_ingest(*, document_id: int) -> str:
 
 
 def ingest_in_scope(*, document_id: int) -> str:
-    """`document_ingest` inside the tenant scope that is already active (the Celery task enters it)."""
+    """`document_ingest` inside the tenant scope that is already active, the whole document at once."""
+    outcome, _run = _ingest(document_id=document_id, run="", deadline=None)
+    return outcome
+
+
+def ingest_share(*, document_id: int, run: str = "", seconds: float) -> tuple[str, str]:
+    """One share of a document's ingestion (a Celery task's, inside the tenant scope): the first share parses and
+    cuts the document; every share embeds for about `seconds` (at least one batch) and keeps what it computed; the
+    share that embeds the last text stores the chunks. Returns (outcome, run): CONTINUE and the run to give the next
+    share, or the outcome of `document_ingest` (or DUPLICATE) and ""."""
+    return _ingest(document_id=document_id, run=run, deadline=time.monotonic() + seconds)
+
+
+def _ingest(*, document_id: int, run: str, deadline: float | None) -> tuple[str, str]:
     document = Document.objects.select_related("knowledge_base").filter(pk=document_id).first()
     if document is None:
-        return "gone"
+        return "gone", ""
     started = time.perf_counter()
     progress = _Progress(document.pk)
-    Document.objects.filter(pk=document.pk).update(
-        status=DocumentStatus.PROCESSING,
-        stage=IngestStage.PARSE,
-        progress=0,
-        error="",
-        updated_at=timezone.now(),
-    )
-    progress.stage, progress.percent = IngestStage.PARSE, 0
+    resume = bool(run)
+    if not resume:
+        Document.objects.filter(pk=document.pk).update(
+            status=DocumentStatus.PROCESSING,
+            stage=IngestStage.PARSE,
+            progress=0,
+            error="",
+            updated_at=timezone.now(),
+        )
+        progress.stage, progress.percent = IngestStage.PARSE, 0
+        run = uuid.uuid4().hex if deadline is not None else ""
     try:
-        outcome = _run_stages(document, progress)
+        outcome = _run_stages(document, progress, run=run, resume=resume, deadline=deadline)
+    except ShareTaken:
+        return DUPLICATE, ""
     except IngestCancelled:
+        _forget(run)
         logger.info("document %s (%s): deleted or replaced while ingested; stopped", document.pk, document.name)
-        return "gone"
+        return "gone", ""
     except (ParseError, EmbedderError, IngestError) as exc:
+        _forget(run)
         _fail(document, str(exc))
         logger.info("document %s (%s) failed at %s: %s", document.pk, document.name, progress.stage, exc)
-        return "failed"
+        return "failed", ""
     except Exception as exc:  # anything else: the row gets a short reason, the log gets the traceback
+        _forget(run)
         logger.exception("document %s (%s) failed at %s", document.pk, document.name, progress.stage)
         stage = IngestStage(progress.stage).label if progress.stage else ""
         _fail(
@@ -114,31 +150,60 @@ def ingest_in_scope(*, document_id: int) -> str:
             _("Unexpected error while %(stage)s: %(error)s. The details are in the server log; re-ingest to retry.")
             % {"stage": str(stage).lower(), "error": exc.__class__.__name__},
         )
-        return "failed"
-    logger.info("document %s (%s): %s in %.2fs", document.pk, document.name, outcome, time.perf_counter() - started)
-    return outcome
+        return "failed", ""
+    elapsed = time.perf_counter() - started
+    if outcome == CONTINUE:
+        logger.info("document %s (%s): a share of its ingestion in %.2fs", document.pk, document.name, elapsed)
+        return outcome, run
+    if outcome != DUPLICATE:
+        _forget(run)
+    logger.info("document %s (%s): %s in %.2fs", document.pk, document.name, outcome, elapsed)
+    return outcome, ""
 
 
-def _run_stages(document: Document, progress: _Progress) -> str:
+def _run_stages(document: Document, progress: _Progress, *, run: str, resume: bool, deadline: float | None) -> str:
     knowledge_base = document.knowledge_base
-    file_name = document.file.name
+    if resume:
+        first = IngestShare.objects.filter(document_id=document.pk, run=run, number=0).first()
+        if first is None:
+            return DUPLICATE  # another delivery of this run stored the chunks and cleared the shares
+        file_name = first.file
+        if file_name != document.file.name:
+            return "superseded"
+        drafts = _drafts_from(bytes(first.data))
+    else:
+        file_name = document.file.name
+        data = _read(document)
+        sections = parse_document(data, document.file_type)
 
-    data = _read(document)
-    sections = parse_document(data, document.file_type)
-
-    progress.set(IngestStage.CHUNK, STAGE_START[IngestStage.CHUNK])
-    drafts = chunk_sections(sections, chunk_size=knowledge_base.chunk_size, chunk_overlap=knowledge_base.chunk_overlap)
-    if not drafts:
-        raise ParseError(_("No text was found in the file."))
-    if len(drafts) > setting("KNOWLEDGE_MAX_CHUNKS"):
-        raise over_limit(_("%(count)s chunks") % {"count": f"{len(drafts):,}"}, "KNOWLEDGE_MAX_CHUNKS")
+        progress.set(IngestStage.CHUNK, STAGE_START[IngestStage.CHUNK])
+        drafts = chunk_sections(
+            sections, chunk_size=knowledge_base.chunk_size, chunk_overlap=knowledge_base.chunk_overlap
+        )
+        if not drafts:
+            raise ParseError(_("No text was found in the file."))
+        if len(drafts) > setting("KNOWLEDGE_MAX_CHUNKS"):
+            raise over_limit(_("%(count)s chunks") % {"count": f"{len(drafts):,}"}, "KNOWLEDGE_MAX_CHUNKS")
+        if run:
+            IngestShare.objects.create(
+                tenant_id=document.tenant_id, document_id=document.pk, run=run, number=0, file=file_name,
+                count=len(drafts), data=_drafts_bytes(drafts),
+            )  # fmt: skip
 
     def still_wanted() -> bool:
         return Document.objects.filter(pk=document.pk, file=file_name).exists()
 
-    progress.set(IngestStage.EMBED, STAGE_START[IngestStage.EMBED])
+    if not resume:
+        progress.set(IngestStage.EMBED, STAGE_START[IngestStage.EMBED])
     embedder = embedder_for(knowledge_base)
-    vectors = embed_in_batches(embedder, [draft.text for draft in drafts], progress, still_wanted)
+    texts = [draft.text for draft in drafts]
+    if deadline is None:
+        vectors = embed_in_batches(embedder, texts, progress, still_wanted)
+    else:
+        share = _embed_share(embedder, texts, document, run, file_name, progress, still_wanted, deadline)
+        if share is None:
+            return CONTINUE
+        vectors = share
 
     progress.set(IngestStage.INDEX, STAGE_START[IngestStage.INDEX])
     terms = [" ".join(terms_for(draft.text)) for draft in drafts]
@@ -147,6 +212,84 @@ def _run_stages(document: Document, progress: _Progress) -> str:
         return "superseded"
     _ensure_index(int(vectors.shape[1]))
     return "ready"
+
+
+def _embed_share(
+    embedder: Embedder,
+    texts: list[str],
+    document: Document,
+    run: str,
+    file_name: str,
+    progress: _Progress,
+    still_wanted: Callable[[], bool],
+    deadline: float,
+) -> np.ndarray | None:
+    """Embed the run's next texts until `deadline` (at least one batch) and keep them as the next share; None while
+    texts remain, else every text's embedding (rows in `texts` order) from the run's shares. ShareTaken when another
+    delivery of the run stored this share first."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # as embed_in_batches: shortest first
+    shares = list(
+        IngestShare.objects.filter(run=run, number__gt=0).order_by("number").values_list("number", "start", "count")
+    )
+    done = sum(count for _number, _start, count in shares)  # shares follow each other in embedding order
+    if done < len(order):
+        pieces: list[np.ndarray] = []
+        position = done
+        while position < len(order) and (position == done or time.monotonic() < deadline):
+            if position and not still_wanted():
+                raise IngestCancelled
+            batch = order[position : position + EMBED_BATCH]
+            pieces.append(_embed_batch(embedder, [texts[i] for i in batch]))
+            position += len(batch)
+            progress.set(IngestStage.EMBED, _embed_percent(position, len(order)))
+        block = np.concatenate(pieces)
+        number = shares[-1][0] + 1 if shares else 1
+        try:
+            with transaction.atomic():
+                IngestShare.objects.create(
+                    tenant_id=document.tenant_id, document_id=document.pk, run=run, file=file_name,
+                    number=number, start=done, count=len(block), data=_npy(block),
+                )  # fmt: skip
+        except IntegrityError:
+            raise ShareTaken from None
+        if position < len(order):
+            return None
+        shares.append((number, done, len(block)))
+    rows: np.ndarray | None = None
+    for number, start, count in shares:
+        vectors = _share_vectors(run, number)
+        if rows is None:
+            rows = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+        elif vectors.shape[1] != rows.shape[1]:
+            raise IngestError(_("The embedder changed its vector size in the middle of a document."))
+        rows[order[start : start + count]] = vectors
+    return rows if rows is not None else np.zeros((0, 0), dtype=np.float32)
+
+
+def _share_vectors(run: str, number: int) -> np.ndarray:
+    data = IngestShare.objects.filter(run=run, number=number).values_list("data", flat=True).get()
+    return np.load(io.BytesIO(bytes(data)), allow_pickle=False)
+
+
+def _npy(vectors: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, vectors.astype(np.float32), allow_pickle=False)
+    return out.getvalue()
+
+
+def _drafts_bytes(drafts: list[ChunkDraft]) -> bytes:
+    rows = [[draft.position, draft.text, draft.token_count, draft.metadata] for draft in drafts]
+    return json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _drafts_from(data: bytes) -> list[ChunkDraft]:
+    return [ChunkDraft(position, text, tokens, metadata) for position, text, tokens, metadata in json.loads(data)]
+
+
+def _forget(run: str) -> None:
+    """Drop what a run kept between its shares (it ended)."""
+    if run:
+        IngestShare.objects.filter(run=run).delete()
 
 
 def _read(document: Document) -> bytes:
@@ -169,28 +312,38 @@ def embed_in_batches(
     IngestCancelled."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     rows: np.ndarray | None = None
-    start_percent, end_percent = STAGE_START[IngestStage.EMBED], STAGE_START[IngestStage.INDEX]
     for start in range(0, len(order), EMBED_BATCH):
         if start and still_wanted is not None and not still_wanted():
             raise IngestCancelled
         batch = order[start : start + EMBED_BATCH]
-        vectors = np.asarray(embedder.embed([texts[i] for i in batch]), dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[0] != len(batch) or vectors.shape[1] == 0:
-            raise IngestError(
-                _("The embedder returned %(got)s vectors for %(expected)s texts.")
-                % {"got": vectors.shape[0] if vectors.ndim == 2 else 0, "expected": len(batch)}
-            )
-        if not np.isfinite(vectors).all():
-            raise IngestError(_("The embedder returned invalid numbers (NaN or infinity)."))
+        vectors = _embed_batch(embedder, [texts[i] for i in batch])
         if rows is None:
             rows = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
         elif vectors.shape[1] != rows.shape[1]:
             raise IngestError(_("The embedder changed its vector size in the middle of a document."))
         rows[batch] = vectors
         if progress is not None:
-            done = min(start + EMBED_BATCH, len(order))
-            progress.set(IngestStage.EMBED, start_percent + (end_percent - start_percent) * done / len(order))
+            progress.set(IngestStage.EMBED, _embed_percent(min(start + EMBED_BATCH, len(order)), len(order)))
     return rows if rows is not None else np.zeros((0, 0), dtype=np.float32)
+
+
+def _embed_batch(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """The embeddings of one batch, checked: one finite vector per text."""
+    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+    if vectors.ndim != 2 or vectors.shape[0] != len(texts) or vectors.shape[1] == 0:
+        raise IngestError(
+            _("The embedder returned %(got)s vectors for %(expected)s texts.")
+            % {"got": vectors.shape[0] if vectors.ndim == 2 else 0, "expected": len(texts)}
+        )
+    if not np.isfinite(vectors).all():
+        raise IngestError(_("The embedder returned invalid numbers (NaN or infinity)."))
+    return vectors
+
+
+def _embed_percent(done: int, total: int) -> float:
+    """Progress once `done` of `total` texts are embedded: from the embed stage's start to the index stage's."""
+    start, end = STAGE_START[IngestStage.EMBED], STAGE_START[IngestStage.INDEX]
+    return start + (end - start) * done / total
 
 
 @transaction.atomic

@@ -139,3 +139,28 @@ class Chunk(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.document_id}#{self.position}"
+
+
+class IngestShare(TenantOwned):
+    """What a document's ingestion on Celery workers has done so far, kept between its tasks until the last one stores
+    the chunks (knowledge.ingest.ingest_share): share 0 holds the chunks as cut (JSON), each later share the embeddings
+    of the next texts in embedding order (float32 .npy). Deleting the document deletes them."""
+
+    document = models.ForeignKey(
+        Document, on_delete=models.CASCADE, related_name="ingest_shares", verbose_name=_("document")
+    )
+    run = models.CharField(_("run"), max_length=32)  # one ingestion of one version of the file
+    number = models.PositiveIntegerField(_("number"))
+    file = models.CharField(_("file"), max_length=500)  # the file the run ingests: a replaced file supersedes the run
+    start = models.PositiveIntegerField(_("first text"), default=0)
+    count = models.PositiveIntegerField(_("texts"), default=0)
+    data = models.BinaryField(_("data"))
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("ingestion share")
+        verbose_name_plural = _("ingestion shares")
+        constraints = [models.UniqueConstraint(fields=["run", "number"], name="knowledge_ingest_share_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.document_id} {self.run} #{self.number}"

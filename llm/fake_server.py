@@ -1,6 +1,7 @@
 """An OpenAI-compatible HTTP server answering from a script: `python -m llm.fake_server --script FILE --port N`.
 
-Chat completions (streaming SSE and not), /v1/models and deterministic /v1/embeddings, on 127.0.0.1 only. Tests
+Chat completions (streaming SSE and not), /v1/models and deterministic /v1/embeddings (a script's
+`embeddings: {delay: seconds}` slows each embeddings request down, as a busy endpoint), on 127.0.0.1 only. Tests
 start it as a subprocess (tests/fixtures_llm.py) and steer it through a small control API:
 `PUT /_control/script` (JSON body: a new script), `GET /_control/requests` (what it received),
 `POST /_control/reset` (forget the requests, reset the rule counters). `--port 0` picks a free port; the server
@@ -139,6 +140,9 @@ class FakeServer:
         return True
 
     async def embeddings(self, request: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
+        delay = float((self.engine.script.get("embeddings") or {}).get("delay") or 0)
+        if delay:
+            await asyncio.sleep(delay)
         inputs = request.get("input", "")
         inputs = [inputs] if isinstance(inputs, str) else list(inputs)
         dimensions = int(request.get("dimensions") or 64)

@@ -22,4 +22,5 @@ CSRF_COOKIE_SECURE = False
 # Uploads ingest synchronously in tests (eager Celery); tests of the background thread turn it on themselves.
 KNOWLEDGE_INGEST_IN_THREAD = False
 # Uploads (knowledge-base documents, demo data) go to a directory of the test run, never the project's var/.
-MEDIA_ROOT = tempfile.mkdtemp(prefix="agentplat-test-media-")
+# A worker process a test starts is given the test's own (TEST_MEDIA_ROOT), so it reads the files the test uploads.
+MEDIA_ROOT = os.environ.get("TEST_MEDIA_ROOT") or tempfile.mkdtemp(prefix="agentplat-test-media-")
