@@ -123,9 +123,14 @@ def agent_config(
 
 
 def conversation_config(conversation: Conversation) -> AgentConfig:
-    """The configuration of `conversation`'s turns: the version it started with, its provider and model."""
+    """The configuration of `conversation`'s turns: the version it started with, its provider and model. A test
+    conversation has no version: it runs the agent's draft as it is now."""
+    agent = conversation.agent
+    if conversation.is_test:
+        # Read afresh: the conversation's agent may be the instance read when its socket opened, before an edit.
+        agent = Agent.objects.get(pk=conversation.agent_id)
     return agent_config(
-        agent=conversation.agent,
+        agent=agent,
         version=conversation.version,
         provider=conversation.provider,
         model=conversation.model,

@@ -68,9 +68,12 @@ def agent_versions(*, agent: Agent) -> list[AgentVersion]:
     return list(AgentVersion.objects.filter(agent=agent).select_related("published_by").order_by("-number"))
 
 
-def agent_conversations_of_user(*, agent: Agent, user, limit: int = 20) -> list[Conversation]:
-    """The user's own conversations with the agent, newest first (never another member's, nor a plan step's)."""
+def agent_conversations_of_user(*, agent: Agent, user, limit: int = 20, with_tests: bool = False) -> list[Conversation]:
+    """The user's own conversations with the agent, newest first (never another member's, nor a plan step's); test
+    conversations of the draft only `with_tests` (for an administrator)."""
     conversations = Conversation.objects.filter(agent=agent, user=user, parent__isnull=True)
+    if not with_tests:
+        conversations = conversations.filter(is_test=False)
     return list(conversations.order_by("-updated_at")[:limit])
 
 

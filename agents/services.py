@@ -106,11 +106,13 @@ def agent_ensure(*, tenant: Tenant, spec: dict[str, Any]) -> tuple[Agent, bool]:
 
 
 def conversation_start(
-    *, agent: Agent, user: AbstractBaseUser, title: str = "", parent: Conversation | None = None
+    *, agent: Agent, user: AbstractBaseUser, title: str = "", parent: Conversation | None = None, draft: bool = False
 ) -> Conversation:
     """Start a conversation on the agent's published version (else its draft), freezing its model and overflow
-    strategy; `parent` marks a plan step's internal conversation."""
-    version = agent.published_version()
+    strategy; `parent` marks a plan step's internal conversation. `draft` starts a test conversation on the draft
+    even when a version is published: it has no version, so each turn runs the draft as it is then (the pages let
+    only administrators start one)."""
+    version = None if draft else agent.published_version()
     config = agent_config(agent=agent, version=version)
     return conversation_create(
         agent=agent,
@@ -121,4 +123,5 @@ def conversation_start(
         overflow_config=config.overflow,
         title=title,
         parent=parent,
+        is_test=draft,
     )

@@ -11,6 +11,7 @@ urlpatterns = [
     path("<int:agent_id>/", views.agent_detail, name="detail"),
     path("<int:agent_id>/edit/", views.agent_edit, name="edit"),
     path("<int:agent_id>/publish/", views.agent_publish_view, name="publish"),
+    path("<int:agent_id>/try/", views.agent_try_draft, name="try_draft"),
     path("workflows/", include("agents.workflows.urls")),
     # Long-lived goal agents: their runs.
     path("goals/", goal_views.goal_list, name="goal_list"),

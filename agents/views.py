@@ -12,12 +12,12 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from agents.config import agent_config
 from agents.forms import AgentConfigForm
 from agents.limits import MAX_MESSAGE_CHARS, message_limit
-from agents.models import Agent
+from agents.models import Agent, AgentKind
 from agents.selectors import (
     agent_conversation_count,
     agent_conversations_of_user,
@@ -25,7 +25,7 @@ from agents.selectors import (
     agent_list_for_page,
     agent_versions,
 )
-from agents.services import agent_create, agent_publish, agent_update
+from agents.services import agent_create, agent_publish, agent_update, conversation_start
 from memory.links import conversation_page, conversation_page_registered
 from memory.selectors import overflow_metrics_for_agent
 from tenants.decorators import administrators_only, may_administer, tenant_required
@@ -110,10 +110,11 @@ def agent_edit(request: HttpRequest, agent_id: int) -> HttpResponse:
 def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = _agent_or_404(agent_id)
     versions = agent_versions(agent=agent)
+    may_edit = may_edit_agents(request)
     # The chat page lives on a floor above: it registers where a conversation is read (memory.links).
     conversations = [
         (conversation, url)
-        for conversation in agent_conversations_of_user(agent=agent, user=request.user)
+        for conversation in agent_conversations_of_user(agent=agent, user=request.user, with_tests=may_edit)
         if (url := conversation_page(conversation)) is not None
     ]
     chat_available = conversation_page_registered()
@@ -130,9 +131,22 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "chat_available": chat_available,
             "conversations": conversations,
             "conversation_count": agent_conversation_count(agent=agent),
-            "may_edit": may_edit_agents(request),
+            "may_edit": may_edit,
+            "may_try_draft": chat_available and agent.kind != AgentKind.GOAL,
         },
     )
+
+
+@editors_only
+@require_POST
+def agent_try_draft(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """Start a test conversation on the agent's unpublished draft and open it in the chat: owners and admins only
+    (members get the explanation page); another tenant's agent is a 404. A goal agent runs from its own page."""
+    agent = _agent_or_404(agent_id)
+    if agent.kind == AgentKind.GOAL or not conversation_page_registered():
+        raise Http404(_("This agent is not tried in the chat."))
+    conversation = conversation_start(agent=agent, user=request.user, draft=True)
+    return HttpResponseRedirect(conversation_page(conversation))
 
 
 @editors_only

@@ -349,7 +349,8 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
             return fake
         conversations = Conversation.objects.filter(parent__isnull=True).order_by("-updated_at", "-id")
         if not administers(self.request):
-            conversations = conversations.filter(user_id=self.request.user.pk)
+            # A member's list: their own conversations, never a test of an agent's draft (administrators only).
+            conversations = conversations.filter(user_id=self.request.user.pk, is_test=False)
         access = key_access(self.request)
         if access is not None:
             conversations = conversations.filter(agent__in=access.agents().values("pk"))

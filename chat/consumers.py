@@ -80,7 +80,8 @@ class ChatConsumer(TenantScopedJsonConsumer):
     channel_layer_alias = "chat-sockets-use-the-bus"
     conversation: Conversation | None = None
     hub = None
-    # The conversation's message limit (agents.limits), read at the first message: a connect stays one hop.
+    # The conversation's message limit (agents.limits), read at the first message (a connect stays one hop), and at
+    # every message of a test conversation, whose draft may be edited meanwhile.
     limit: MessageLimit | None = None
 
     def connect_reads(self) -> None:
@@ -194,7 +195,7 @@ class ChatConsumer(TenantScopedJsonConsumer):
         if self.conversation.parent_id is not None:  # a plan step's conversation is read-only
             await self._reject(errors.BAD_REQUEST, client_id=client_id)
             return
-        if self.limit is None:
+        if self.limit is None or self.conversation.is_test:  # a test conversation's draft may change between messages
             self.limit = await database_sync_to_async(conversation_message_limit)(conversation=self.conversation)
         with override(self.language):
             too_long = self.limit.refusal(text)

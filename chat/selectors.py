@@ -20,9 +20,12 @@ from memory.overflow import STRATEGY_SUMMARIZE
 from plans.models import Plan
 
 
-def conversation_list(*, user: AbstractBaseUser) -> list[Conversation]:
-    """The scope's conversations of `user`, newest first (admins open others' by URL, the list shows their own)."""
+def conversation_list(*, user: AbstractBaseUser, with_tests: bool = False) -> list[Conversation]:
+    """The scope's conversations of `user`, newest first (admins open others' by URL, the list shows their own);
+    test conversations of a draft only `with_tests` (for an administrator: a member opens none)."""
     conversations = Conversation.objects.filter(user=user, parent__isnull=True)  # a plan step's are internal
+    if not with_tests:
+        conversations = conversations.filter(is_test=False)
     return list(conversations.select_related("agent").order_by("-updated_at", "-pk")[:200])
 
 

@@ -54,14 +54,15 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     """The user's conversations in the active tenant, and the form that starts a new one."""
     if request.tenant is None:
         return render(request, "chat/list.html", {"no_tenant": True})
+    administrator = may_administer(request)
     return render(
         request,
         "chat/list.html",
         {
-            "conversations": selectors.conversation_list(user=request.user),
+            "conversations": selectors.conversation_list(user=request.user, with_tests=administrator),
             "agents": selectors.agents_for_new_conversation(),
             "agents_url": reverse("agents:list"),
-            "can_administer": may_administer(request),
+            "can_administer": administrator,
         },
     )
 
@@ -69,8 +70,8 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 @tenant_required
 @require_POST
 def conversation_start(request: HttpRequest) -> HttpResponse:
-    """Start a conversation with one of the tenant's active, published agents (a draft is tried from its agent page
-    once published); another tenant's agent is a 404."""
+    """Start a conversation with one of the tenant's active, published agents (administrators try a draft from its
+    agent page, in a test conversation); another tenant's agent is a 404."""
     try:
         agent = agent_get(agent_id=int(request.POST.get("agent", "")))
     except (ValueError, Agent.DoesNotExist):

@@ -68,10 +68,12 @@ class ConversationContextInline(ReadOnlyMixin, TenantOwnedAdminMixin, admin.Stac
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyMixin, TenantOwnedAdmin):
-    list_display = ["__str__", "agent", "version", "user", "model", "updated_at"]
+    list_display = ["__str__", "agent", "version", "is_test", "user", "model", "updated_at"]
     list_select_related = ["agent", "version", "user"]
+    list_filter = ["is_test"]
     search_fields = ["title"]
-    fields = ["agent", "version", "user", "provider", "model", "title", "memory_key", "created_at", "updated_at"]
+    fields = ["agent", "version", "is_test", "user", "provider", "model", "title", "memory_key", "created_at",
+              "updated_at"]  # fmt: skip
     readonly_fields = fields
     inlines = [ConversationContextInline, MessageInline]
 

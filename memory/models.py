@@ -55,6 +55,15 @@ class Conversation(TenantOwned):
         verbose_name=_("parent conversation"),
         help_text=_("Set for a plan step's internal conversation: the conversation whose plan it serves."),
     )
+    # An administrator trying an agent's unpublished draft from its page: no version, so each turn runs the draft as
+    # it is now (agents.config.conversation_config); members never open one.
+    is_test = models.BooleanField(
+        _("test conversation"),
+        default=False,
+        help_text=_(
+            "Started by an administrator from the agent's page to try its unpublished draft; members never see it."
+        ),
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 

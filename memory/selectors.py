@@ -23,12 +23,14 @@ def access_conversation(*, conversation_id: int, user: Any, membership: Any) -> 
 
     A user opens their own conversations; the tenant's administrators (tenants.access.may_administer) open any,
     a plan step's internal conversation included (they reach those from the plan log); nobody else opens one.
+    A test conversation (an agent's draft tried by an administrator) is for administrators only, even its own user's
+    once they are a member again.
     Conversation.DoesNotExist otherwise: another tenant's id, another member's conversation, an internal one.
     This is the one rule for the chat page, the websocket, the plan log and the API.
     """
     conversations = Conversation.objects.select_related("agent", "version", "provider", "tenant", "context", "user")
     if not may_administer(user=user, membership=membership):
-        conversations = conversations.filter(user_id=user.pk, parent__isnull=True)
+        conversations = conversations.filter(user_id=user.pk, parent__isnull=True, is_test=False)
     return conversations.get(pk=conversation_id)
 
 

@@ -53,9 +53,11 @@ def conversation_create(
     overflow_config: overflow.OverflowConfig,
     title: str = "",
     parent: Conversation | None = None,
+    is_test: bool = False,
 ) -> Conversation:
     """Store a conversation with what it keeps for its lifetime: the agent version it started on, its model (whose
-    tokenizer counts it) and its overflow strategy (seed 4, 7.2). Agents resolve these (agents.services)."""
+    tokenizer counts it) and its overflow strategy (seed 4, 7.2). Agents resolve these (agents.services). `is_test`
+    marks an administrator's test of the agent's draft (no version)."""
     conversation = Conversation.objects.create(
         tenant_id=agent.tenant_id,
         agent=agent,
@@ -65,6 +67,7 @@ def conversation_create(
         model=model,
         title=title,
         parent=parent,
+        is_test=is_test,
     )
     ConversationContext.objects.create(
         tenant_id=agent.tenant_id,
