@@ -82,7 +82,7 @@ DEFAULTS: dict[str, Any] = {
     "MEMORY_SLEEP_SAMPLE": 20,
     # Before a turn: events retrieved (then followed along relations up to the depth), old turns recalled, and the
     # tokens all of it may take in the system message.
-    "MEMORY_EVENTS_TOP_K": 5,
+    "MEMORY_EVENTS_TOP_K": 10,
     "MEMORY_EXPAND_DEPTH": 2,
     "MEMORY_TURNS_TOP_K": 3,
     "MEMORY_RECALL_TOKENS": 800,

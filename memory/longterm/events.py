@@ -361,6 +361,8 @@ FOLLOW_SHARE = 0.4
 HOP_SHARE = 0.5
 KIND_SHARE = {RelationKind.REFERS_TO: 0.5}
 BEAM = 2
+# Events the walk may add beyond the retrieved ones (along causes first); the timeline's budget decides what shows.
+WALK_ROOM = 4
 
 
 @dataclass(frozen=True)
@@ -457,13 +459,20 @@ class _Scores:
 
 
 def events_walk(
-    owner: Owner, query: str, *, top_k: int, depth: int, limit: int = 12, retrieved: Sequence[int] | None = None
+    owner: Owner,
+    query: str,
+    *,
+    top_k: int,
+    depth: int,
+    limit: int | None = None,
+    retrieved: Sequence[int] | None = None,
 ) -> Walked:
     """The `top_k` events for `query` (hybrid relevance, raised for an event that follows a relevant one), then up
-    to `limit` events in all: the events reached from them along relations breadth-first up to `depth` hops (both
-    directions) and the next candidates, by their own score plus what they carry from a seed (see above; ties:
-    nearer hops, then causes, resolves, refers_to, follows)."""
+    to `limit` events in all (default: WALK_ROOM more than `top_k`): the events reached from them along relations
+    breadth-first up to `depth` hops (both directions) and the next candidates, by their own score plus what they
+    carry from a seed (see above; ties: nearer hops, then causes, resolves, refers_to, follows)."""
     query = (query or "").strip()
+    limit = top_k + WALK_ROOM if limit is None else limit
     graph = _Graph()
     scores = _Scores(store.scored(Event, query, user_id=owner.user_id, key=owner.key) if query else None, graph)
     ranked = scores.ranked(top_k)
