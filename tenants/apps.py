@@ -8,8 +8,14 @@ class TenantsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
+        from tenants import rls
         from tenants.admin_site import is_platform_admin, is_tenant_admin
         from tenants.navigation import HomeCard, register_card
+
+        rls.connect_signals()
+        post_migrate.connect(rls.post_migrate_policies, sender=self, dispatch_uid="tenants.rls.policies")
 
         register_card(
             HomeCard(

@@ -46,3 +46,13 @@ def with_packs(tenant: Tenant, *keys: str) -> Tenant:
 
     tenant.packs = tenant_packs_enable(tenant=tenant, keys=keys).packs
     return tenant
+
+
+def refreshed(obj):
+    """`obj.refresh_from_db()` in its tenant's scope: outside any scope PostgreSQL's row-level security shows no
+    tenant row, not even to `_base_manager` (tenants.rls)."""
+    from tenants.scope import tenant_scope
+
+    with tenant_scope(obj.tenant):
+        obj.refresh_from_db()
+    return obj

@@ -24,7 +24,7 @@ from core.db import database_sync_to_async
 from plans.services import agents_available
 from tenants.models import Membership, Tenant
 from tenants.packs import all_packs
-from tenants.scope import tenant_scope
+from tenants.scope import all_tenants, tenant_scope
 from tests.factories import TenantFactory, with_packs
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import user_turn
@@ -356,7 +356,8 @@ def test_the_data_migration_keeps_a_pack_for_the_tenants_that_used_it(db):
         Agent.objects.update(tools=[])  # the draft no longer names it; the published version still does
     Tenant.objects.update(packs=[])  # as before the migration: the column was just added, empty
 
-    _migration("agents.packs.restaurant.migrations.0002_enable_pack_where_used").enable(django_apps, None)
-    _migration("agents.packs.energy.migrations.0001_enable_pack_where_used").enable(django_apps, None)
+    with all_tenants(reason="test: as `migrate` runs data migrations (tenants.management.commands.migrate)"):
+        _migration("agents.packs.restaurant.migrations.0002_enable_pack_where_used").enable(django_apps, None)
+        _migration("agents.packs.energy.migrations.0001_enable_pack_where_used").enable(django_apps, None)
     packs = dict(Tenant.objects.values_list("slug", "packs"))
     assert packs == {"t0": ["restaurant"], "t1": ["restaurant"], "t2": ["energy"], "t3": []}

@@ -25,6 +25,7 @@ from knowledge.services import (
 )
 from knowledge.tasks import ingest_document
 from tenants.scope import tenant_scope
+from tests.factories import refreshed
 from tests.knowledge.factories import SOLAR_TEXT, make_pdf, sample_files
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +35,7 @@ def _add(kb, ingest, name, content) -> Document:
     with tenant_scope(kb.tenant), ingest():
         document = document_add(knowledge_base=kb, name=name, content=content)
     with tenant_scope(kb.tenant):
-        document.refresh_from_db()
+        refreshed(document)
     return document
 
 
@@ -69,7 +70,7 @@ def test_each_file_type_ingests(kb, ingest, name):
     assert document.ingested_at is not None
     with tenant_scope(kb.tenant):
         chunks = list(Chunk.objects.filter(document=document).order_by("position"))
-        kb.refresh_from_db()
+        refreshed(kb)
     assert len(chunks) == document.chunk_count > 0
     assert [c.position for c in chunks] == list(range(len(chunks)))
     for chunk in chunks:
@@ -114,7 +115,7 @@ def test_progress_moves_from_0_to_100_batch_by_batch(kb, ingest, monkeypatch):
         document = document_add(knowledge_base=kb, name="long.txt", content=text.encode())
         assert Document.objects.get(pk=document.pk).progress == 0  # queued: nothing ran before the commit
     with tenant_scope(kb.tenant):
-        document.refresh_from_db()
+        refreshed(document)
     progress = [p for _status, _stage, p, _chunks in recorder.seen]
     assert len(progress) >= 5  # several batches
     assert all(status == DocumentStatus.PROCESSING for status, *_ in recorder.seen)
@@ -299,7 +300,7 @@ def test_a_very_long_chinese_file_name_is_kept_and_stored_shortened(kb, ingest):
     name = "光伏电站年度运维报告" * 20 + ".txt"
     with tenant_scope(kb.tenant), ingest():
         document = document_add(knowledge_base=kb, name=name, content="逆变器巡检记录。".encode())
-    document.refresh_from_db()
+    refreshed(document)
     assert document.name == name[:255] and document.status == "ready"
     stored = document.file.name.rsplit("/", 1)[-1]
     assert len(stored.encode()) <= 120 and stored.endswith(".txt") and stored.startswith("光伏电站")

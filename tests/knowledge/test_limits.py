@@ -14,6 +14,7 @@ from knowledge.ingest import EMBED_BATCH, ingest_in_scope
 from knowledge.models import Document
 from knowledge.services import document_add, knowledge_base_create
 from tenants.scope import tenant_scope
+from tests.factories import refreshed
 from tests.knowledge.factories import make_docx, make_pdf
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +24,7 @@ def _ingested(kb, name: str, content: bytes) -> Document:
     with tenant_scope(kb.tenant):
         document = document_add(knowledge_base=kb, name=name, content=content, queue=False)
         ingest_in_scope(document_id=document.pk)
-        document.refresh_from_db()
+        refreshed(document)
     return document
 
 
@@ -99,11 +100,11 @@ def test_another_tenants_small_upload_does_not_wait_for_a_big_one(tenant, other_
         small = document_add(knowledge_base=small_kb, name="menu.txt", content=b"Baozi, 3 yuan.")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        small.refresh_from_db()
+        refreshed(small)
         if small.status == "ready":
             break
         time.sleep(0.05)
-    big.refresh_from_db()
+    refreshed(big)
     assert small.status == "ready" and big.status == "processing"
     with tenant_scope(tenant):
         Document.objects.filter(pk=big.pk).delete()  # and it stops at its next batch

@@ -13,6 +13,7 @@ from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.models import LLMCall, ModelProvider
 from tenants.scope import all_tenants, tenant_scope
+from tests.factories import refreshed
 from tests.llm.conftest import SECRET_KEY_VALUE
 from tests.llm.factories import LLMCallFactory, ModelProviderFactory
 
@@ -70,10 +71,10 @@ def test_tenant_admin_creates_a_provider_and_never_sees_the_key_again(tenant, te
     # Saving without a key keeps it; ticking "remove" clears it.
     response = client.post(pages[1], provider_form(api_key=""))
     assert response.status_code == 302
-    provider.refresh_from_db()
+    refreshed(provider)
     assert provider.api_key() == NEW_KEY
     client.post(pages[1], provider_form(api_key="", clear_api_key="on"))
-    provider.refresh_from_db()
+    refreshed(provider)
     assert not provider.has_api_key
     assert NEW_KEY not in caplog.text
 

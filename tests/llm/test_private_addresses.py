@@ -13,6 +13,7 @@ from llm.client import complete_chat
 from llm.errors import PRIVATE_ADDRESS, LLMError
 from llm.models import ModelProvider
 from tenants.scope import tenant_scope
+from tests.factories import refreshed
 from tests.llm.factories import ModelProviderFactory
 from tests.llm.test_admin import NEW_KEY, provider_form
 
@@ -50,11 +51,11 @@ def test_changing_the_url_drops_the_key_unless_it_is_entered_again(tenant, tenan
     url = reverse("admin:llm_modelprovider_change", args=[provider.pk])
     moved = client.post(url, provider_form(base_url="https://api.example.com/v1", api_key=""), follow=True)
     assert "the stored API key was removed" in moved.content.decode()
-    provider.refresh_from_db()
+    refreshed(provider)
     assert not provider.has_api_key
     client.post(url, provider_form(base_url="https://api.example.com/v1", api_key=NEW_KEY))
     client.post(url, provider_form(base_url="https://api.example.com/v1", api_key="", name="Renamed"))
-    provider.refresh_from_db()
+    refreshed(provider)
     assert provider.name == "Renamed" and provider.api_key() == NEW_KEY  # same URL: the key stays
 
 
@@ -80,6 +81,6 @@ def test_a_private_url_is_refused_when_called_too(tenant, scripted_llm, settings
     assert scripted_llm.requests() == []
     with tenant_scope(tenant):
         ModelProvider.objects.filter(pk=provider.pk).update(private_network_allowed=True)
-        provider.refresh_from_db()
+        refreshed(provider)
     asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=hello))
     assert len(scripted_llm.requests()) == 1
