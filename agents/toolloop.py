@@ -83,7 +83,7 @@ def loop_setup(*, conversation: Conversation, config: AgentConfig, recalled: Seq
 
 def no_provider() -> LLMError:
     return LLMError(
-        errors.BAD_REQUEST, gettext("This tenant has no model provider: add one in Models > Model providers.")
+        errors.BAD_REQUEST, gettext("This tenant has no model provider: add one in Admin › Models › Model providers.")
     )
 
 

@@ -55,7 +55,7 @@ after that. Inverters are usually replaced after 10 to 15 years.
 DEMO_KNOWLEDGE = {
     RESTAURANT_SLUG: {
         "name": "huangmenji_menu",
-        "description": "黄焖鸡餐馆菜单（种子 1 的格式，每道菜一条记录）。The 黄焖鸡 menu, a record per dish.",
+        "description": "黄焖鸡餐馆菜单，每道菜一条记录。The 黄焖鸡 menu, a record per dish.",
         "documents": [("huangmenji_menu.json", json.dumps(HUANGMENJI_MENU, ensure_ascii=False, indent=2).encode())],
     },
     ENERGY_SLUG: {

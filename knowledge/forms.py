@@ -104,4 +104,4 @@ class SearchForm(forms.Form):
 
     q = forms.CharField(label=_("Query"), max_length=1000)
     mode = forms.ChoiceField(label=_("Mode"), choices=MODES, initial="hybrid")
-    top_k = forms.IntegerField(label=_("Results"), min_value=1, max_value=50, initial=5)
+    top_k = forms.IntegerField(label=_("Number of results"), min_value=1, max_value=50, initial=5)

@@ -14,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
+from django.utils.html import format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -21,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from knowledge.embedders import EmbedderError
 from knowledge.forms import KnowledgeBaseForm, SearchForm, UploadForm
 from knowledge.models import Document, KnowledgeBase
-from knowledge.parsing import max_upload_bytes, supported_extensions_text
+from knowledge.parsing import max_upload_bytes, supported_extensions
 from knowledge.selectors import (
     document_get,
     document_list,
@@ -183,7 +184,8 @@ def knowledge_base_detail(request: HttpRequest, knowledge_base_id: int) -> HttpR
             "upload_form": UploadForm(),
             "may_edit": may_edit_knowledge(request),
             "max_upload": filesizeformat(max_upload_bytes()),
-            "file_types": supported_extensions_text(),
+            # Shown as code: they are what a file name ends with.
+            "file_types": format_html_join(", ", "<code>.{}</code>", ((ext,) for ext in supported_extensions())),
             "progress_url": reverse("knowledge:progress", args=[knowledge_base.pk]),
             "outdated_count": outdated_documents(knowledge_base=knowledge_base).count(),
             "labels": {"stalled": _("Stalled")},

@@ -30,17 +30,17 @@ PRIVATE_ADDRESS = "private_address"
 _MESSAGES: dict[str, tuple[str, str]] = {
     AUTH_FAILED: (
         gettext_noop(
-            "The model provider refused the API key. Check the provider's API key in Models > Model providers."
+            "The model provider refused the API key. Check the provider's API key in Admin › Models › Model providers."
         ),
-        "模型服务拒绝了 API 密钥。请在“模型 > 模型服务”中检查该服务的 API 密钥。",
+        "模型服务商拒绝了 API 密钥。请在“管理后台 › 模型 › 模型服务商”中检查它的 API 密钥。",
     ),
     RATE_LIMITED: (
         gettext_noop("The model provider is rate limiting requests. Wait a moment and try again."),
-        "模型服务限流，请稍候再试。",
+        "模型服务商限流，请稍候再试。",
     ),
     PROVIDER_TIMEOUT: (
         gettext_noop("The model provider did not answer in time. Try again, or raise the provider's timeout."),
-        "模型服务未在规定时间内响应。请重试，或调大该服务的超时时间。",
+        "模型服务商未在规定时间内响应。请重试，或调大它的超时时间。",
     ),
     CONTEXT_TOO_LONG: (
         gettext_noop(
@@ -50,22 +50,22 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     ),
     PROVIDER_UNREACHABLE: (
         gettext_noop("The model provider cannot be reached. Check its base URL and that the server is running."),
-        "无法连接模型服务。请检查其 Base URL 以及服务是否在运行。",
+        "无法连接模型服务商。请检查它的基础 URL 以及服务是否在运行。",
     ),
     QUOTA_EXCEEDED: (
         gettext_noop(
             "This tenant's monthly token budget is used up, so the call was not sent. "
             "Ask the platform operator to raise it."
         ),
-        "本租户本月的 token 预算已用完，调用未发送。请联系平台管理员提高额度。",
+        "本租户本月的 Token 预算已用完，调用未发送。请联系平台运营者提高预算。",
     ),
     PROVIDER_QUOTA_EXCEEDED: (
         gettext_noop("The model provider account has no quota or credit left. Top it up at the provider."),
-        "模型服务账户的额度或余额已用完。请到服务商处充值。",
+        "模型服务商账户的额度或余额已用完。请到服务商处充值。",
     ),
     PROVIDER_ERROR: (
         gettext_noop("The model provider returned an error. Try again later."),
-        "模型服务返回了错误，请稍后再试。",
+        "模型服务商返回了错误，请稍后再试。",
     ),
     STREAM_DROPPED: (
         gettext_noop("The model's reply was cut off mid-way. The partial answer is kept; try again."),
@@ -84,11 +84,11 @@ _MESSAGES: dict[str, tuple[str, str]] = {
             "The model provider's base URL is a private or loopback address, where the platform does not send "
             "requests. Ask the platform operator to allow it, or use the provider's public address."
         ),
-        "模型服务的 Base URL 是私有或回环地址，平台不会向其发送请求。请联系平台管理员放行，或改用该服务的公网地址。",
+        "模型服务商的基础 URL 是私有或回环地址，平台不会向其发送请求。请联系平台运营者放行，或改用它的公网地址。",
     ),
     BAD_REQUEST: (
         gettext_noop("The model provider rejected the request. Check the model name and the provider settings."),
-        "模型服务拒绝了请求。请检查模型名称和服务设置。",
+        "模型服务商拒绝了请求。请检查模型名称和服务商设置。",
     ),
 }
 

@@ -73,6 +73,9 @@ class Conversation(TenantOwned):
         verbose_name_plural = _("conversations")
 
     def __str__(self) -> str:
+        if self.parent_id and self.title.startswith("plan:"):
+            # A plan step's conversation keeps the machine title "plan:<parent id>"; a reader gets words.
+            return str(_("Plan step of conversation %(id)s")) % {"id": self.parent_id}
         return self.title or str(_("Conversation %(id)s")) % {"id": self.pk}
 
     @property

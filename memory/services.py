@@ -386,7 +386,9 @@ def _summary_model(conversation: Conversation) -> tuple[ModelProvider, str]:
     if provider is None:
         raise LLMError(
             errors.BAD_REQUEST,
-            gettext("This tenant has no model provider to write summaries: add one in Models > Model providers."),
+            gettext(
+                "This tenant has no model provider to write summaries: add one in Admin › Models › Model providers."
+            ),
         )
     return provider, conversation.model or provider.default_chat_model
 

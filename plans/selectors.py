@@ -7,6 +7,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
@@ -60,7 +62,7 @@ class LogEntry:
     """One PlanLog row as the log page shows it: a one-line summary and the whole data as indented JSON."""
 
     log: PlanLog
-    summary: str
+    summary: SafeString | str
     data_json: str
 
     @property
@@ -88,14 +90,21 @@ def _output(result: Any) -> str:
     return str(result.get("output") or "") if isinstance(result, dict) else ""
 
 
-def _summary(log: PlanLog) -> str:
+def _result(value: Any, limit: int) -> SafeString:
+    """A tool's result, shortened: data (JSON) as code, text as it is."""
+    text = _short(value, limit)
+    return format_html("<code>{}</code>", text) if text[:1] in "{[" else format_html("{}", text)
+
+
+def _summary(log: PlanLog) -> SafeString | str:
+    """One log row in a line; tool names, arguments and data are code (in <code>), the rest reads as text."""
     data = log.data if isinstance(log.data, dict) else {}
     if log.kind == LogKind.TOOL_CALL:
-        line = f"{data.get('name', '')}({_short(data.get('arguments') or {}, 80)})"
+        line = format_html("<code>{}({})</code>", data.get("name", ""), _short(data.get("arguments") or {}, 80))
         if data.get("status"):
-            line += f" {status_label(data['status'])}"
+            line = format_html("{} {}", line, status_label(data["status"]))
         if data.get("result"):
-            line += f" → {_short(data['result'], 100)}"
+            line = format_html("{} → {}", line, _result(data["result"], 100))
         return line
     if log.kind == LogKind.MODEL_CALL:
         usage = data.get("usage") or {}
@@ -103,13 +112,14 @@ def _summary(log: PlanLog) -> str:
         if data.get("call_id"):
             parts.append(pgettext("plan log", "call %(id)s") % {"id": data["call_id"]})
         if data.get("tool_calls"):
-            parts.append("→ " + ", ".join(str(name) for name in data["tool_calls"]))
+            names = format_html_join(", ", "<code>{}</code>", ((str(name),) for name in data["tool_calls"]))
+            parts.append(format_html("→ {}", names))
         if usage:
             parts.append(
                 _("Tokens: %(prompt)s prompt + %(completion)s completion")
                 % {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)}
             )
-        return " · ".join(part for part in parts if part)
+        return format_html_join(" · ", "{}", ((part,) for part in parts if part))
     parts = []
     if data.get("event"):
         parts.append(_event_label(data["event"]))

@@ -255,7 +255,9 @@ class GoalLoop:
         setup = self.setup
         iteration = Iteration(number=run.iterations + 1, messages=list(run.messages))
         if setup.config.provider is None:
-            iteration.failure = gettext("This tenant has no model provider: add one in Models > Model providers.")
+            iteration.failure = gettext(
+                "This tenant has no model provider: add one in Admin › Models › Model providers."
+            )
             return iteration
         messages = [
             {"role": "system", "content": system_prompt(goal=setup.goal, role=setup.config.system_prompt)},

@@ -105,7 +105,7 @@ class ExecuteTaskTool(Tool):
         if not task:
             raise ToolError(_("The task is empty: say what to do."))
         if self.execution.provider is None:
-            raise ToolError(_("This tenant has no model provider: add one in Models > Model providers."))
+            raise ToolError(_("This tenant has no model provider: add one in Admin › Models › Model providers."))
         context = str(arguments.get("context") or "").strip()
         prompt = f"任务 / Task:\n{task}" + (f"\n\n上下文 / Context:\n{context}" if context else "")
         try:

@@ -108,7 +108,9 @@ register_card(
     HomeCard(
         key="workflows",
         title=gettext_lazy("Workflows"),
-        description=gettext_lazy("YAML workflows of input, plugin, llm, custom and output steps, and their run logs."),
+        description=gettext_lazy(
+            "Workflows written in YAML: steps that ask the user, call tools and models, and their run logs."
+        ),
         url_name="agents:workflows:list",
         order=25,
     )

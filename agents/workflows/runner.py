@@ -328,7 +328,7 @@ async def _call_model(
     if provider is None:
         provider = await database_sync_to_async(default_provider)(tenant=tenant)
     if provider is None:
-        raise StepFailed(_("This tenant has no model provider: add one in Models > Model providers."))
+        raise StepFailed(_("This tenant has no model provider: add one in Admin › Models › Model providers."))
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     result = await complete_chat(
         tenant=tenant,

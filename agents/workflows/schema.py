@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from core.bounded import TooDeep, check_yaml_depth
 
@@ -24,6 +25,30 @@ STEP_TYPES = ("input", "ask", "plugin", "llm", "custom", "output")
 # Steps that take their variables from the user and pause the run to ask when a required one is missing.
 ASKING_TYPES = ("input", "ask")
 DEFAULT_MAX_ASKS = 3
+
+# PyYAML's words for the mistakes people make most, translated; another problem gets the plain "malformed" message
+# (its line and column still point at it) rather than the parser's English inside a translated sentence.
+YAML_PROBLEMS = {
+    "mapping values are not allowed here": gettext_noop("a colon where a value was expected (quote the value?)"),
+    "could not find expected ':'": gettext_noop("a key without its colon"),
+    "did not find expected key": gettext_noop("a line that is not indented like the others"),
+    "did not find expected '-' indicator": gettext_noop("a list item that is not indented like the others"),
+    "found character that cannot start any token": gettext_noop("a character that cannot start a value (a tab?)"),
+    "found unexpected end of stream": gettext_noop("the document ends inside a quoted value"),
+    "found undefined alias": gettext_noop("an alias (*name) that was never defined"),
+    "expected <block end>, but found '<block mapping start>'": gettext_noop("a line indented more than it should be"),
+    "expected <block end>, but found '-'": gettext_noop("a list item where a key was expected"),
+    "found duplicate anchor": gettext_noop("an anchor (&name) defined twice"),
+}
+
+
+def yaml_problem_message(problem: str) -> str:
+    """The YAML parser's complaint, in the reader's language."""
+    known = YAML_PROBLEMS.get(problem.strip())
+    if known is None:
+        return _("The YAML is malformed.")
+    return _("The YAML is malformed: %(problem)s.") % {"problem": _(known)}
+
 
 # {name} or {name[key]} or {name[key][0]}: a variable of an earlier step, optionally indexed.
 REFERENCE = re.compile(r"\{([^\W\d][\w]*)((?:\[[^\[\]{}]+\])*)\}")
@@ -201,16 +226,14 @@ def parse_workflow(text: str, *, check_names: bool = True, tenant: Tenant | None
         raise WorkflowValidationError(
             [
                 WorkflowIssue(
-                    _("The YAML is malformed: %(problem)s.") % {"problem": problem},
+                    yaml_problem_message(problem),
                     line=mark.line + 1 if mark else None,
                     column=mark.column + 1 if mark else None,
                 )
             ]
         ) from None
-    except yaml.YAMLError as exc:
-        raise WorkflowValidationError(
-            [WorkflowIssue(_("The YAML is malformed: %(problem)s.") % {"problem": exc})]
-        ) from None
+    except yaml.YAMLError:
+        raise WorkflowValidationError([WorkflowIssue(_("The YAML is malformed."))]) from None
 
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
         raise WorkflowValidationError(

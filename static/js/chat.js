@@ -385,14 +385,23 @@
     return index > 0 ? ensureStep(index) : ensureReply();
   }
 
-  function toolLine(frame) {
-    var name = frame.name || "";
-    if (frame.status === "failed" || frame.status === "error") return format(labels.toolFailed, { name: name });
-    if (frame.status === "interrupted") return format(labels.toolAsked, { name: name });
+  function toolLabel(frame) {
+    if (frame.status === "failed" || frame.status === "error") return labels.toolFailed;
+    if (frame.status === "interrupted") return labels.toolAsked;
     if (frame.status === "completed" || frame.status === "finished" || frame.status === "done") {
-      return format(labels.toolFinished, { name: name });
+      return labels.toolFinished;
     }
-    return format(labels.toolStarted, { name: name });
+    return labels.toolStarted;
+  }
+
+  // The tool's line: the label in the reader's language with the tool's name, an identifier, shown as code.
+  function toolLine(frame) {
+    var item = el("li", "chat-tool");
+    String(toolLabel(frame) || "").split("%(name)s").forEach(function (part, i) {
+      if (i > 0) item.appendChild(el("code", "", frame.name || ""));
+      item.appendChild(document.createTextNode(part));
+    });
+    return item;
   }
 
   function usageLine(usage) {
@@ -500,7 +509,7 @@
       }
       case "tool": {
         var holder = targetFor(frame);
-        holder.tools.appendChild(el("li", "chat-tool", toolLine(frame)));
+        holder.tools.appendChild(toolLine(frame));
         break;
       }
       case "step": {

@@ -76,6 +76,16 @@ def test_both_seed_workflows_validate():
     assert marketing.steps[2].inputs == {"topic": "{marketing_need}", "audience": "{user_info[preferences]}"}
 
 
+def test_the_yaml_parsers_complaint_is_in_the_readers_language():
+    """Issue 18 item 4: PyYAML's English does not show inside the Chinese message."""
+    with translation.override("zh-hans"):
+        (known,) = _errors("version: '1.0'\nname: x: y\nsteps: []\n")
+        (other,) = _errors("version: '1.0'\nname: x\nsteps:\n  - id: a\n    type: [input\n")
+    assert known["message"] == "YAML 格式错误：这里应是一个值，却出现了冒号（值需要加引号吗？）。"
+    assert known["line"] == 2
+    assert other["message"] == "YAML 格式错误。" and other["line"] == 6
+
+
 def test_malformed_yaml_names_line_and_column():
     (error,) = _errors("version: '1.0'\nname: x\nsteps:\n  - id: a\n    type: [input\n")
     assert error["line"] == 6 and error["column"] is not None

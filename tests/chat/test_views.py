@@ -203,7 +203,7 @@ def test_tool_calls_show_as_progress_lines(login, member, tenant):
         message_add(conversation=conversation, role="tool", content='{"hits": 2}', tool_call_id="call_1")
         message_add(conversation=conversation, role="assistant", content="Two dishes.")
     page = login(member, tenant).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
-    assert "Tool kb_query called" in page and "Tool kb_query finished" in page
+    assert "Tool <code>kb_query</code> called" in page and "Tool <code>kb_query</code> finished" in page
     assert '{"hits": 2}' not in page and "{&quot;hits&quot;: 2}" not in page
 
 

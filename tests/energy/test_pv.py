@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.utils import translation
 
 from agents.packs.energy import pv
 
@@ -122,3 +125,14 @@ def test_the_report_has_the_results_and_the_sensitivity_table():
     assert "| Electricity price | +20% |" in report and "| Full-load hours | -10% |" in report
     assert "IRR: 22.34%" in report and "Payback: 4.45 years" in report and "NPV @ 8%: 489,962 yuan" in report
     assert report.count("\n|") == 14  # header, rule and 12 rows
+
+
+def test_the_report_in_chinese_has_no_english_words():
+    """Issue 18 item 4: every label of the report is translated (none is hidden from makemessages in an f-string);
+    what stays Latin is the finance terms and the units."""
+    with translation.override("zh-hans"):
+        report = pv.report_markdown(pv.economics(HAND), pv.sensitivity(HAND), "光伏经济性测算：杭州")
+    assert "## 测算假设" in report and "## 测算结果" in report and "## 敏感性分析" in report
+    assert "| 因素 | 变化 | IRR | NPV (元) | 回收期（年） |" in report
+    assert "- 首年收益:" in report and "- 装机容量: 100 kW" in report
+    assert set(re.findall(r"(?<![0-9A-Za-z])[A-Za-z]+", report)) <= {"IRR", "NPV", "kW", "kWh", "h"}

@@ -183,7 +183,8 @@ def test_seed_demo_gives_the_demo_model_and_the_home_page_says_so(client, settin
 
     assert client.post(reverse("login"), {"username": "energy-member", "password": "demo-pass-2026"}).status_code == 302
     page = client.get(reverse("home")).content.decode()
-    assert 'data-banner="demo-model"' in page and "演示模型（离线脚本）/ Demo model (offline, scripted)" in page
+    # The banner in the page's language (zh-hans): the product's words, not the provider's bilingual name.
+    assert 'data-banner="demo-model"' in page and "<strong>演示模型（离线脚本）</strong>" in page
 
 
 @pytest.mark.django_db

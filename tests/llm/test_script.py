@@ -82,6 +82,28 @@ def test_demo_script_answers_in_the_users_language():
     assert "帮我查一下" in plan_text(engine, [{"role": "user", "content": "帮我查一下订单"}])["content"]
 
 
+def test_the_demo_models_bilingual_answers_now_follow_the_language():
+    """Issue 18 item 4: the planner's final message, a summary, a plan, a tool's echo come in one language, the
+    message's; the Chinese ones name the admin path as the page does (管理后台 › 模型服务商)."""
+    engine = demo_engine()
+    summary = "Summarise the results of the plan's steps for the user, in the user's language."
+
+    def final(query):
+        payload = json.dumps({"userQuery": query, "steps": [{"agentName": "报告生成 / Report"}]}, ensure_ascii=False)
+        return plan_text(engine, [{"role": "system", "content": summary}, {"role": "user", "content": payload}])
+
+    assert final("帮我生成一份光伏经济测算报告")["content"] == (
+        "光伏经济测算报告已完成（演示模型）：光伏经济性测算、敏感性分析和报告生成三步都已执行，报告可在“报告生成”步骤中打开。"
+    )
+    assert final("Make me a PV economics report")["content"].startswith("The PV economics report is ready")
+    for system in ("Summarise the conversation.", "You are a planner."):
+        zh = plan_text(engine, [{"role": "system", "content": system}, {"role": "user", "content": "你们聊了什么"}])
+        en = plan_text(engine, [{"role": "system", "content": system}, {"role": "user", "content": "what was said"}])
+        assert not any(c.isascii() and c.isalpha() for c in zh["content"]), zh["content"]
+        assert not any("\u4e00" <= c <= "\u9fff" for c in en["content"]), en["content"]
+    assert "“管理后台 › 模型服务商”" in plan_text(engine, [{"role": "user", "content": "你好"}])["content"]
+
+
 def test_regex_named_groups_fill_the_text_and_the_tool_call_arguments():
     engine = ScriptEngine(
         {

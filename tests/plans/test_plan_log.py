@@ -85,7 +85,8 @@ def test_the_data_is_indented_json_in_a_collapsed_row(login, tenant, tenant_admi
     body = page.content.decode()
     entry = next(entry for entry in page.context["entries"] if entry.log.data.get("name") == "pv_economics")
     assert entry.data_json == '{\n  "name": "pv_economics",\n  "arguments": {\n    "location": "杭州余杭区"\n  }\n}'
-    assert "<details><summary>pv_economics({&quot;location&quot;: &quot;杭州余杭区&quot;})</summary>" in body
+    call = "<code>pv_economics({&quot;location&quot;: &quot;杭州余杭区&quot;})</code>"  # a tool call is code
+    assert f"<details><summary>{call}</summary>" in body
     assert '<pre class="plan-log-data">{\n  &quot;name&quot;' in body and "\\u676d" not in body
     assert "css/plans.css" in body  # the table's columns: one line each but the wide one (static/css/plans.css)
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 # Indicative annual full-load hours (kWh per kWp a year) of fixed-tilt PV in a few Chinese cities.
 CITY_FULL_LOAD_HOURS: dict[str, float] = {
@@ -221,12 +222,16 @@ def factor_label(factor: str) -> str:
     }.get(factor, factor)
 
 
+def _item(label: str, value: str) -> str:
+    """One "- label: value" line. The labels are translated outside f-strings: xgettext does not look inside them."""
+    return f"- {label}: {value}"
+
+
 def sensitivity_table(rows: list[dict[str, Any]]) -> str:
     """The sensitivity rows as a Markdown table."""
-    lines = [
-        f"| {_('Factor')} | {_('Change')} | IRR | NPV ({_('yuan')}) | {_('Payback (years)')} |",
-        "|---|---:|---:|---:|---:|",
-    ]
+    factor, change = _("Factor"), pgettext("sensitivity table", "Change")
+    yuan, payback = _("yuan"), _("Payback (years)")
+    lines = [f"| {factor} | {change} | IRR | NPV ({yuan}) | {payback} |", "|---|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(
             f"| {factor_label(row['factor'])} | {row['change'] * 100:+.0f}% | {_percent(row['irr'])} "
@@ -238,17 +243,18 @@ def sensitivity_table(rows: list[dict[str, Any]]) -> str:
 def summary_markdown(result: dict[str, Any], title: str = "") -> str:
     """The key figures of an economics result as a Markdown list."""
     inputs = result["inputs"]
+    yuan, years = _("yuan"), _("years")
     lines = [f"**{title}**", ""] if title else []
     lines += [
-        f"- {_('Capacity')}: {inputs['capacity_kw']:g} kW",
-        f"- {_('Full-load hours')}: {inputs['full_load_hours']:g} h",
-        f"- {_('Year-1 generation')}: {_yuan(result['generation_year1_kwh'])} kWh",
-        f"- {_('Year-1 revenue')}: {_yuan(result['revenue_year1'])} {_('yuan')}",
-        f"- {_('Investment (capex)')}: {_yuan(result['capex'])} {_('yuan')}",
-        f"- {_('Annual O&M')}: {_yuan(result['annual_om'])} {_('yuan')}",
-        f"- {_('Payback')}: {_years(result['payback_years'])} {_('years')}",
-        f"- IRR: {_percent(result['irr'])}",
-        f"- NPV @ {inputs['discount_rate'] * 100:g}%: {_yuan(result['npv'])} {_('yuan')}",
+        _item(_("Capacity"), f"{inputs['capacity_kw']:g} kW"),
+        _item(_("Full-load hours"), f"{inputs['full_load_hours']:g} h"),
+        _item(_("Year-1 generation"), f"{_yuan(result['generation_year1_kwh'])} kWh"),
+        _item(_("Year-1 revenue"), f"{_yuan(result['revenue_year1'])} {yuan}"),
+        _item(_("Investment (capex)"), f"{_yuan(result['capex'])} {yuan}"),
+        _item(_("Annual O&M"), f"{_yuan(result['annual_om'])} {yuan}"),
+        _item(_("Payback"), f"{_years(result['payback_years'])} {years}"),
+        _item("IRR", _percent(result["irr"])),
+        _item(f"NPV @ {inputs['discount_rate'] * 100:g}%", f"{_yuan(result['npv'])} {yuan}"),
     ]
     return "\n".join(lines)
 
@@ -256,25 +262,26 @@ def summary_markdown(result: dict[str, Any], title: str = "") -> str:
 def report_markdown(result: dict[str, Any], rows: list[dict[str, Any]], title: str) -> str:
     """A Markdown report: the inputs and results, then the sensitivity table."""
     inputs = result["inputs"]
+    per_kwh, years = _("yuan/kWh"), _("years")
     parts = [
         f"# {title}",
         "",
-        f"## {_('Assumptions')}",
+        "## " + _("Assumptions"),
         "",
-        f"- {_('Self-use ratio')}: {inputs['self_use_ratio'] * 100:g}%",
-        f"- {_('Electricity price (self-used)')}: {inputs['electricity_price']:g} {_('yuan/kWh')}",
-        f"- {_('Feed-in price')}: {inputs['feed_in_price']:g} {_('yuan/kWh')}",
-        f"- {_('Cost per kW')}: {inputs['cost_per_kw']:g} {_('yuan/kW')}",
-        f"- {_('O&M, share of capex a year')}: {inputs['om_ratio'] * 100:g}%",
-        f"- {_('Discount rate')}: {inputs['discount_rate'] * 100:g}%",
-        f"- {_('Lifetime')}: {inputs['years']} {_('years')}",
-        f"- {_('Annual degradation')}: {inputs['degradation'] * 100:g}%",
+        _item(_("Self-use ratio"), f"{inputs['self_use_ratio'] * 100:g}%"),
+        _item(_("Electricity price (self-used)"), f"{inputs['electricity_price']:g} {per_kwh}"),
+        _item(_("Feed-in price"), f"{inputs['feed_in_price']:g} {per_kwh}"),
+        _item(_("Cost per kW"), f"{inputs['cost_per_kw']:g} " + _("yuan/kW")),
+        _item(_("O&M, share of capex a year"), f"{inputs['om_ratio'] * 100:g}%"),
+        _item(_("Discount rate"), f"{inputs['discount_rate'] * 100:g}%"),
+        _item(_("Lifetime"), f"{inputs['years']} {years}"),
+        _item(_("Annual degradation"), f"{inputs['degradation'] * 100:g}%"),
         "",
-        f"## {_('Results')}",
+        "## " + pgettext("report section", "Results"),
         "",
         summary_markdown(result),
         "",
-        f"## {_('Sensitivity')}",
+        "## " + _("Sensitivity"),
         "",
         sensitivity_table(rows),
         "",
