@@ -39,7 +39,8 @@ SETTING = "app.tenant_id"
 ALL = "*"
 POLICY = "tenant_scope"
 
-# Stable SQL functions: the planner evaluates them once per scan, so the policy can use the tenant index.
+# The policy calls them through scalar subqueries: each becomes an InitPlan, evaluated once per statement, and the
+# per-row check is a comparison with its result (called bare, the functions ran for every row: 14x slower counts).
 FUNCTIONS = """
 CREATE OR REPLACE FUNCTION app_tenant_id() RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN value ~ '^[0-9]+$' THEN value::bigint END
@@ -49,7 +50,7 @@ CREATE OR REPLACE FUNCTION app_all_tenants() RETURNS boolean LANGUAGE sql STABLE
     SELECT coalesce(current_setting('app.tenant_id', true) = '*', false)
 $$;
 """  # SETTING and ALL, spelled out
-CONDITION = "(tenant_id = app_tenant_id() OR app_all_tenants())"
+CONDITION = "(tenant_id = (SELECT app_tenant_id()) OR (SELECT app_all_tenants()))"
 
 
 def scope_value() -> str:
