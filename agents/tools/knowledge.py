@@ -104,7 +104,7 @@ class KnowledgeBaseQueryTool(Tool):
         "nothing relevant is found."
     )
     description_zh = (
-        "在知识库（助理关联的知识库，或指定名称的知识库）中检索与问题相关的段落。只根据检索结果回答，"
+        "在知识库（智能体关联的知识库，或指定名称的知识库）中检索与问题相关的段落。只根据检索结果回答，"
         "并按给出的来源标注引用，例如 [menu.json #2]；没有相关内容时如实说明。"
     )
     parameters = {
