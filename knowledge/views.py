@@ -14,9 +14,9 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext, pgettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from knowledge.embedders import EmbedderError
@@ -316,7 +316,9 @@ def knowledge_base_search(request: HttpRequest, knowledge_base_id: int) -> HttpR
                 "hit": hit,
                 "scores": _score_parts(hit.scores),
                 # A record's fields are its text already; the rest (page, heading, row, key) says where it is.
-                "where": [(key, value) for key, value in (hit.metadata or {}).items() if key != "record"],
+                "where": [
+                    (_label(WHERE_LABELS, key), value) for key, value in (hit.metadata or {}).items() if key != "record"
+                ],
             }
             for rank, hit in enumerate(hits, 1)
         ]
@@ -327,6 +329,32 @@ def knowledge_base_search(request: HttpRequest, knowledge_base_id: int) -> HttpR
     )
 
 
-def _score_parts(scores: dict) -> list[tuple[str, str]]:
-    """Each retriever's score for the page: floats to 3 decimals, ranks as they are."""
-    return [(name, f"{value:.3f}" if isinstance(value, float) else str(value)) for name, value in scores.items()]
+# The words for the retrievers' scores (knowledge.retrieval.Hit.scores) and for where a chunk sits in its document
+# (the parsers' metadata keys); a key without a word here is shown as code.
+SCORE_LABELS = {
+    "keyword": pgettext_lazy("search score", "keyword"),
+    "vector": pgettext_lazy("search score", "vector"),
+    "keyword_rank": pgettext_lazy("search score", "keyword rank"),
+    "vector_rank": pgettext_lazy("search score", "vector rank"),
+}
+WHERE_LABELS = {
+    "heading": pgettext_lazy("where in a document", "heading"),
+    "page": pgettext_lazy("where in a document", "page"),
+    "row": pgettext_lazy("where in a document", "row"),
+    "key": pgettext_lazy("where in a document", "key"),
+    "index": pgettext_lazy("where in a document", "item"),
+    "part": pgettext_lazy("where in a document", "part"),
+}
+
+
+def _label(labels: dict, key: str) -> str:
+    return labels[key] if key in labels else format_html("<code>{}</code>", key)
+
+
+def _score_parts(scores: dict) -> list[tuple[str, str, str]]:
+    """Each retriever's score for the page (its key, its label, the value): floats to 3 decimals, ranks as they
+    are."""
+    return [
+        (name, _label(SCORE_LABELS, name), f"{value:.3f}" if isinstance(value, float) else str(value))
+        for name, value in scores.items()
+    ]

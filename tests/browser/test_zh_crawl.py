@@ -5,6 +5,7 @@ that is not a name, a unit, a model or shown as code (<code>, <pre>) fails the t
 
 import os
 import re
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -63,12 +64,16 @@ def _entered_data() -> list[re.Pattern]:
             *Tenant.objects.values_list("slug"),
             *ModelProvider.objects.values_list("name"),
         ]
+        # The documents' own headings, as the search results show where a chunk sits.
+        headings = [part for metadata in Chunk.objects.values_list("metadata", flat=True)
+                    for part in str((metadata or {}).get("heading", "")).split(" › ")]  # fmt: skip
         models = [m.get("name", "") for chat in ModelProvider.objects.values_list("chat_models", flat=True)
                   for m in chat or [] if isinstance(m, dict)]  # fmt: skip
     usernames = list(get_user_model().objects.values_list("username", flat=True))
-    strings = {text for row in texts for text in row if text and text.strip()} | set(models) | set(usernames)
-    return [_entered_pattern(text) for text in sorted(strings, key=len, reverse=True)]  # a name inside a longer
-    # text goes with it
+    strings = {text for row in texts for text in row if text and text.strip()}
+    strings |= {text for text in (*models, *usernames, *headings) if text.strip()}
+    # The longest first: a name inside a longer text goes with it.
+    return [_entered_pattern(text) for text in sorted(strings, key=len, reverse=True)]
 
 
 def _entered_pattern(data: str) -> re.Pattern:
@@ -133,7 +138,7 @@ def _admin_pages(page, base: str) -> list[str]:
     return ["/admin/", *changelists[:ADMIN_PAGES]]
 
 
-def _tenant_pages(page, base: str, *, admin: bool) -> list[str]:
+def _tenant_pages(page, base: str, *, admin: bool, query: str) -> list[str]:
     """Every page the navigation leads to, and one of each kind of detail page."""
     paths = ["/", "/chat/", "/agents/", "/agents/workflows/", "/agents/goals/", "/knowledge/", "/memory/"]
     page.goto(base + "/agents/")
@@ -146,15 +151,15 @@ def _tenant_pages(page, base: str, *, admin: bool) -> list[str]:
         paths += ["/agents/workflows/new/", "/knowledge/new/", "/api/keys/"]
     page.goto(base + "/knowledge/")
     for kb in [h for h in _links(page, "main a") if re.fullmatch(r"/knowledge/\d+/", h)][:1]:
-        paths += [kb, f"{kb}search/", f"{kb}search/?q=%E5%85%89%E4%BC%8F&mode=hybrid"]
+        paths += [kb, f"{kb}search/", f"{kb}search/?{urlencode({'q': query, 'mode': 'hybrid', 'top_k': 5})}"]
     return paths
 
 
 @pytest.mark.parametrize(
-    "tenant, agent, message",
-    [("energy", "光伏", "你好"), ("restaurant", "服务员", "你好")],
+    "tenant, agent, message, query",
+    [("energy", "光伏", "你好", "光伏组件"), ("restaurant", "服务员", "你好", "黄焖鸡")],
 )
-def test_every_page_of_a_demo_tenant_reads_in_chinese(asgi_live_server, demo, page_for, tenant, agent, message):
+def test_every_page_of_a_demo_tenant_reads_in_chinese(asgi_live_server, demo, page_for, tenant, agent, message, query):
     base = asgi_live_server.url
     found: dict[str, list[str]] = {}
 
@@ -163,11 +168,14 @@ def test_every_page_of_a_demo_tenant_reads_in_chinese(asgi_live_server, demo, pa
     start_conversation(member, base, agent)
     say(member, message, timeout=30_000)
     conversation = member.url.removeprefix(base)
-    _crawl(member, base, found, f"{tenant}-member", [*_tenant_pages(member, base, admin=False), conversation])
+    pages = _tenant_pages(member, base, admin=False, query=query)
+    _crawl(member, base, found, f"{tenant}-member", [*pages, conversation])
+    member.goto(base + next(path for path in pages if "?q=" in path))
+    assert member.locator("#search-results li").count() > 0  # the scores and sources of the hits were read too
 
     admin = page_for("zh-CN")
     log_in(admin, base, f"{tenant}-admin")
-    _crawl(admin, base, found, f"{tenant}-admin", _tenant_pages(admin, base, admin=True))
+    _crawl(admin, base, found, f"{tenant}-admin", _tenant_pages(admin, base, admin=True, query=query))
     _crawl(admin, base, found, f"{tenant}-admin", _admin_pages(admin, base))
 
     report = "\n".join(f"  {where}:\n" + "\n".join(f"    {line}" for line in lines) for where, lines in found.items())
