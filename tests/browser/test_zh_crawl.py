@@ -210,7 +210,15 @@ def test_the_pv_report_and_its_plan_read_in_chinese(asgi_live_server, demo, page
     log = admin.locator(".chat-plan-log").get_attribute("href")
     admin.goto(base + log)
     steps = _links(admin, "a.plan-step-conversation")
-    _crawl(admin, base, found, "energy-admin", [log, *steps])
+    # The economics step ran the PV workflow: its run log and the run.
+    admin.goto(base + "/agents/workflows/")
+    runs = [h for h in _links(admin, "main a") if re.fullmatch(r"/agents/workflows/\d+/runs/", h)]
+    run_pages, one_run = [], r"/agents/workflows/\d+/runs/\d+/"
+    for path in runs:
+        admin.goto(base + path)
+        run_pages += [path, *[h for h in _links(admin, "main a") if re.fullmatch(one_run, h)]]
+    assert any(re.fullmatch(one_run, path) for path in run_pages)
+    _crawl(admin, base, found, "energy-admin", [log, *steps, *run_pages])
 
     report = "\n".join(f"  {where}:\n" + "\n".join(f"    {line}" for line in lines) for where, lines in found.items())
     assert not found, f"Latin words on zh-hans pages (translate them, or add a real name to ALLOWED):\n{report}"
