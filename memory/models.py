@@ -75,7 +75,7 @@ class Conversation(TenantOwned):
     def __str__(self) -> str:
         if self.parent_id and self.title.startswith("plan:"):
             # A plan step's conversation keeps the machine title "plan:<parent id>"; a reader gets words.
-            return str(_("Plan step of conversation %(id)s")) % {"id": self.parent_id}
+            return str(_("Plan step conversation"))
         return self.title or str(_("Conversation %(id)s")) % {"id": self.pk}
 
     @property
