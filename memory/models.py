@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from knowledge.fields import EmbeddingField
@@ -76,7 +77,11 @@ class Conversation(TenantOwned):
         if self.parent_id and self.title.startswith("plan:"):
             # A plan step's conversation keeps the machine title "plan:<parent id>"; a reader gets words.
             return str(_("Plan step conversation"))
-        return self.title or str(_("Conversation %(id)s")) % {"id": self.pk}
+        if self.title:
+            return self.title
+        # Untitled until its first message names it; never the global id (it counts every tenant's conversations).
+        when = timezone.localtime(self.created_at).strftime("%m-%d %H:%M") if self.created_at else ""
+        return str(_("New conversation %(when)s")) % {"when": when}
 
     @property
     def memory_key(self) -> str:
