@@ -85,9 +85,20 @@ def _entered_pattern(data: str) -> re.Pattern:
     return re.compile(rf"(?<![A-Za-z0-9_.-])(?:{words})(?![A-Za-z0-9_-])", re.IGNORECASE)
 
 
+def _registered_by_a_test(tool) -> bool:
+    module = getattr(getattr(tool, "func", None), "__module__", None) or type(tool).__module__
+    return module.startswith("tests.")
+
+
 @pytest.fixture
-def demo(transactional_db, settings, tmp_path):
+def demo(transactional_db, settings, tmp_path, monkeypatch):
     settings.MEDIA_ROOT = str(tmp_path / "media")
+    # Other test modules register throwaway tools (English-only descriptions) in the one registry at import; a
+    # platform never has them, so the crawl reads the pages without them (the server is a thread of this process).
+    from agents.tools import registry
+
+    kept = {name: tool for name, tool in registry._tools.items() if not _registered_by_a_test(tool)}
+    monkeypatch.setattr(registry, "_tools", kept)
     call_command("seed_demo", password=PASSWORD, stdout=open(os.devnull, "w"))  # noqa: SIM115
 
 
