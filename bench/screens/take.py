@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -34,19 +33,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tests.browser import pages  # noqa: E402 (the browser tests' page steps and Chromium launch)
+from tests.browser.pages import CHROMIUM, CHROMIUM_ARGS, start_conversation  # noqa: E402
+
 PYTHON = ROOT / ".venv" / "bin" / "python"
 DAPHNE = ROOT / ".venv" / "bin" / "daphne"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# The launch arguments of tests/browser/conftest.py.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORD = "demo-pass-2026"  # noqa: S105 (seed_demo's default, the one `make run` prints)
 VIEWPORT = {"width": 1280, "height": 800}
 
@@ -115,30 +107,11 @@ def running_platform(workdir: Path) -> Iterator[str]:
 
 
 def log_in(page, base: str, username: str) -> None:
-    page.goto(f"{base}/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
+    pages.log_in(page, base, username, password=PASSWORD)
 
 
-def start_conversation(page, base: str, agent_name: str) -> None:
-    page.goto(f"{base}/chat/")
-    value = page.locator("#id_agent option", has_text=agent_name).first.get_attribute("value")
-    page.select_option("#id_agent", value=value)
-    page.click("#new-conversation-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*/chat/\d+/$"))
-
-
-def say(page, text: str, timeout: int = 60_000) -> str:
-    """Send `text` and wait for the reply to finish (its token usage shows); returns the reply's text."""
-    before = page.locator(".chat-assistant .chat-usage").count()
-    page.fill("#chat-input", text)
-    page.press("#chat-input", "Enter")
-    page.wait_for_function(
-        "n => document.querySelectorAll('.chat-assistant .chat-usage').length > n", arg=before, timeout=timeout
-    )
-    return page.locator(".chat-assistant .chat-body").last.inner_text()
+def say(page, text: str) -> str:
+    return pages.say(page, text, timeout=60_000)
 
 
 def save(page, out: Path, name: str) -> None:

@@ -1,20 +1,10 @@
 """Browser tests: Debian's Chromium driven by Playwright against the live test server."""
 
 import os
-import shutil
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.browser.pages import CHROMIUM, CHROMIUM_ARGS
 
 # Playwright's sync API drives the browser from the test thread while the live server answers from its own.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

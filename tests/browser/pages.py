@@ -1,15 +1,26 @@
 """What the browser tests do on the chat pages: log in, start a conversation with an agent, send a message."""
 
 import re
+import shutil
 
 PASSWORD = "browser-pass-1"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
-def log_in(page, base_url: str, username: str) -> None:
+def log_in(page, base_url: str, username: str, password: str = PASSWORD) -> None:
     """Open the home page (which sends to the login form), log in, and land on the home page."""
     page.goto(f"{base_url}/")
     page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
+    page.fill("#id_password", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base_url}/")
 
