@@ -86,6 +86,11 @@ async def test_another_tenants_small_upload_is_ready_long_before_a_big_one_on_on
                 assert big_now.status == "processing" and time.monotonic() < uploaded + 120, worker.output()
                 await asyncio.sleep(0.1)
             big_waited = time.monotonic() - uploaded
+            # The worker logs a task's outcome after the task stored it: wait for both documents' lines.
+            deadline = time.monotonic() + 15
+            while len(_outcomes(worker.log.read_text(errors="replace"), "ready")) < 2:
+                assert time.monotonic() < deadline, worker.output()
+                await asyncio.sleep(0.1)
         finally:
             current_app.conf.task_always_eager = True
         log = worker.log.read_text(errors="replace")
@@ -94,7 +99,13 @@ async def test_another_tenants_small_upload_is_ready_long_before_a_big_one_on_on
     chunks, embedded, shares = await database_sync_to_async(_stored)(tenant, big.pk)
     assert chunks == big_now.chunk_count >= EMBED_BATCH * BIG_BATCHES / 2 and embedded == chunks
     assert shares == 0  # the run's shares are gone once its chunks are stored
-    outcomes = re.findall(r"Task knowledge\.ingest_document\[[^\]]+\] succeeded in [\d.]+s: '(\w+)'", log)
+    outcomes = _outcomes(log)
     assert outcomes.count("continue") >= 3 and outcomes.count("ready") == 2, outcomes
     # B's document was done between two shares of A's.
     assert outcomes.index("ready") < len(outcomes) - 1 and outcomes[-1] == "ready", outcomes
+
+
+def _outcomes(log: str, only: str | None = None) -> list[str]:
+    """What each ingestion task returned, in the order the worker logged them."""
+    found = re.findall(r"Task knowledge\.ingest_document\[[^\]]+\] succeeded in [\d.]+s: '(\w+)'", log)
+    return [outcome for outcome in found if only is None or outcome == only]
