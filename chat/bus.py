@@ -49,7 +49,10 @@ class Hub:
         self.unsubscribe = log.subscribe(self.feed)
         # Turns can outlive their process only in a shared store: there, look for dead ones (chat.turns).
         self.warden = asyncio.get_running_loop().create_task(self._warden()) if log.shared else None
-        self.tasks: set[asyncio.Task] = set()
+        # Conversations whose first page just opened, looked at together (a storm of connects is one look, not one
+        # frame-log call each).
+        self.to_check: set[int] = set()
+        self.checker: asyncio.Task | None = None
 
     async def listen(self, conversation_id: int, listener: Listener) -> None:
         """Deliver the conversation's frames to `listener` from now on (returns once the subscription is live, so
@@ -57,10 +60,17 @@ class Hub:
         first = conversation_id not in self.listeners
         self.listeners.setdefault(conversation_id, set()).add(listener)
         if first and self.warden is not None:  # a page opening a conversation whose turn died: end it now
-            task = asyncio.get_running_loop().create_task(self._end_interrupted([conversation_id]))
-            self.tasks.add(task)  # the loop keeps only weak references to tasks
-            task.add_done_callback(self.tasks.discard)
+            self.to_check.add(conversation_id)
+            if self.checker is None or self.checker.done():
+                self.checker = asyncio.get_running_loop().create_task(self._check_opened())
         await self.log.subscribed()
+
+    async def _check_opened(self) -> None:
+        """End the dead turns of the conversations pages just opened, in one frame-log call per round."""
+        while self.to_check:
+            await asyncio.sleep(0)  # the connects of this moment join the round
+            ids, self.to_check = sorted(self.to_check), set()
+            await self._end_interrupted(ids)
 
     async def _warden(self) -> None:
         """Every third of a lease, end the dead turns of the conversations this process's sockets watch."""
