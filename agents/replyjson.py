@@ -101,8 +101,7 @@ class ReplyField:
             if visible.startswith("```"):
                 if "\n" not in visible:
                     return ""
-                self.held = visible.split("\n", 1)[1]  # past the fence line; decide on what follows
-                rest, self.held = self.held, ""
+                rest, self.held = visible.split("\n", 1)[1], ""  # past the fence line; decide on what follows
                 return "".join(self._start(c) for c in rest)
         if visible[0] == "{":
             self.mode = "json"
