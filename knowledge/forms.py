@@ -9,6 +9,10 @@ from knowledge.models import EmbedderKind, KnowledgeBase
 from knowledge.parsing import supported_extensions
 
 EMBEDDER_NOTES = {
+    EmbedderKind.LOCAL_MULTILINGUAL: _(
+        "Runs on this server, offline. Reads Chinese, English and about 90 other languages, so a question finds "
+        "passages that say the same thing in other words. Ingestion is slower than with the English-only model."
+    ),
     EmbedderKind.LOCAL: _(
         "Runs on this server, offline. The model understands English only: Chinese text is still found by keyword "
         "search, but not by meaning."

@@ -90,13 +90,17 @@ _digests: dict[Path, str] = {}
 
 def build(source: Path, target: Path, *, quantized: bool = True) -> None:
     """Write the model for the weights in `source` to `target` (atomically: a reader never sees half a file)."""
-    import onnx
-
     from knowledge.embedders import read_safetensors
 
     logger.info("building the local embedding model %s from %s", target.name, source)
+    save_graph(float32_graph(read_safetensors(source)), target, quantized=quantized)
+
+
+def save_graph(graph, target: Path, *, quantized: bool = True) -> None:
+    """Save a float32 graph to `target`, quantised first if asked, atomically: a reader never sees half a file."""
+    import onnx
+
     target.parent.mkdir(parents=True, exist_ok=True)
-    graph = float32_graph(read_safetensors(source))
     with tempfile.TemporaryDirectory(dir=target.parent) as work:
         plain = Path(work) / "fp32.onnx"
         onnx.save(graph, str(plain))
@@ -129,12 +133,24 @@ def quantize(source: Path, target: Path) -> None:
         logging.disable(logging.NOTSET)
 
 
-def float32_graph(weights: dict[str, np.ndarray]):
-    """BERT (all-MiniLM-L6-v2: 6 layers, 12 heads, hidden 384) as onnxruntime fused operators.
+def float32_graph(
+    weights: dict[str, np.ndarray],
+    *,
+    layers: int = LAYERS,
+    heads: int = HEADS,
+    epsilon: float = EPSILON,
+    name: str = "all-MiniLM-L6-v2",
+    embeddings_input: bool = False,
+):
+    """A BERT encoder (by default all-MiniLM-L6-v2: 6 layers, 12 heads, hidden 384) as onnxruntime fused operators.
 
     Inputs `input_ids` and `attention_mask` (int32, [batch, sequence], padding on the right); output the last
-    hidden state [batch, sequence, 384] (mean pooling and normalisation are the caller's). Token type ids are
+    hidden state [batch, sequence, hidden] (mean pooling and normalisation are the caller's). Token type ids are
     always 0 for one sentence, so the token-type embedding is folded into the position embedding.
+
+    With `embeddings_input`, the graph has no embedding tables: its one input `embeddings` (float32, [batch,
+    sequence, hidden], one unpadded text) is word + position + type embedding, computed by the caller, and the
+    graph starts with their LayerNorm (multilingual-e5's 250,000-row table stays out of it; knowledge.e5_onnx).
     """
     from onnx import TensorProto, helper, numpy_helper
 
@@ -149,28 +165,51 @@ def float32_graph(weights: dict[str, np.ndarray]):
         return weights[name].T
 
     embeddings = "embeddings."
-    nodes.append(
-        helper.make_node(
-            "EmbedLayerNormalization",
-            [
-                "input_ids",
-                "",
-                constant("word_embeddings", weights[embeddings + "word_embeddings.weight"]),
-                constant(
-                    "position_embeddings",
-                    weights[embeddings + "position_embeddings.weight"]
-                    + weights[embeddings + "token_type_embeddings.weight"][0],
-                ),
-                "",
-                constant("embeddings_gamma", weights[embeddings + "LayerNorm.weight"]),
-                constant("embeddings_beta", weights[embeddings + "LayerNorm.bias"]),
-                "attention_mask",
-            ],
-            ["hidden_0", "mask_index"],
-            domain=MICROSOFT,
-            epsilon=EPSILON,
+    hidden_size = int(weights[embeddings + "LayerNorm.weight"].shape[0])
+    if embeddings_input:
+        inputs = [helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["batch", "sequence", hidden_size])]
+        mask = []  # one unpadded text per call: every token attends to every token
+        nodes.append(
+            helper.make_node(
+                "LayerNormalization",
+                [
+                    "embeddings",
+                    constant("embeddings_gamma", weights[embeddings + "LayerNorm.weight"]),
+                    constant("embeddings_beta", weights[embeddings + "LayerNorm.bias"]),
+                ],
+                ["hidden_0"],
+                axis=-1,
+                epsilon=epsilon,
+            )
         )
-    )
+    else:
+        inputs = [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "sequence"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT32, ["batch", "sequence"]),
+        ]
+        mask = ["mask_index"]
+        nodes.append(
+            helper.make_node(
+                "EmbedLayerNormalization",
+                [
+                    "input_ids",
+                    "",
+                    constant("word_embeddings", weights[embeddings + "word_embeddings.weight"]),
+                    constant(
+                        "position_embeddings",
+                        weights[embeddings + "position_embeddings.weight"]
+                        + weights[embeddings + "token_type_embeddings.weight"][0],
+                    ),
+                    "",
+                    constant("embeddings_gamma", weights[embeddings + "LayerNorm.weight"]),
+                    constant("embeddings_beta", weights[embeddings + "LayerNorm.bias"]),
+                    "attention_mask",
+                ],
+                ["hidden_0", "mask_index"],
+                domain=MICROSOFT,
+                epsilon=epsilon,
+            )
+        )
 
     def matmul(source: str, name: str, weight: str, target: str):  # named, so quantisation can be traced
         return helper.make_node("MatMul", [source, constant(name, linear(weight))], [target], name=name)
@@ -188,22 +227,22 @@ def float32_graph(weights: dict[str, np.ndarray]):
             ],
             [target],
             domain=MICROSOFT,
-            epsilon=EPSILON,
+            epsilon=epsilon,
         )
 
     hidden = "hidden_0"
-    for layer in range(LAYERS):
+    for layer in range(layers):
         p = f"encoder.layer.{layer}."
         qkv = np.concatenate([linear(p + f"attention.self.{n}.weight") for n in ("query", "key", "value")], axis=1)
         qkv_bias = np.concatenate([weights[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
         nodes += [
             helper.make_node(
                 "Attention",
-                [hidden, constant(f"qkv_{layer}", qkv), constant(f"qkv_bias_{layer}", qkv_bias), "mask_index"],
+                [hidden, constant(f"qkv_{layer}", qkv), constant(f"qkv_bias_{layer}", qkv_bias), *mask],
                 [f"attention_{layer}"],
                 name=f"attention_{layer}",
                 domain=MICROSOFT,
-                num_heads=HEADS,
+                num_heads=heads,
             ),
             matmul(f"attention_{layer}", f"out_{layer}", p + "attention.output.dense.weight", f"projected_{layer}"),
             residual_norm(
@@ -232,12 +271,9 @@ def float32_graph(weights: dict[str, np.ndarray]):
         hidden = f"hidden_{layer + 1}"
     graph = helper.make_graph(
         nodes,
-        "all-MiniLM-L6-v2",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "sequence"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT32, ["batch", "sequence"]),
-        ],
-        [helper.make_tensor_value_info(hidden, TensorProto.FLOAT, ["batch", "sequence", 384])],
+        name,
+        inputs,
+        [helper.make_tensor_value_info(hidden, TensorProto.FLOAT, ["batch", "sequence", hidden_size])],
         initializer=initializers,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MICROSOFT, 1)])

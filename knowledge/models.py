@@ -13,14 +13,24 @@ from tenants.models import TenantOwned
 
 
 class EmbedderKind(models.TextChoices):
+    LOCAL_MULTILINGUAL = (
+        "local_multilingual",
+        _("Local multilingual model (multilingual-e5-small, offline, Chinese and English)"),
+    )
     LOCAL = "local", _("Local model (all-MiniLM-L6-v2, offline, English)")
     PROVIDER = "provider", _("The tenant's model provider (OpenAI-compatible embeddings endpoint)")
+
+
+# The embedders that run on this server (their model can change with an upgrade: reingest_outdated).
+LOCAL_KINDS = (EmbedderKind.LOCAL, EmbedderKind.LOCAL_MULTILINGUAL)
 
 
 class KnowledgeBase(TenantOwned):
     name = models.CharField(_("name"), max_length=120)
     description = models.TextField(_("description"), blank=True)
-    embedder = models.CharField(_("embedder"), max_length=20, choices=EmbedderKind.choices, default=EmbedderKind.LOCAL)
+    embedder = models.CharField(
+        _("embedder"), max_length=20, choices=EmbedderKind.choices, default=EmbedderKind.LOCAL_MULTILINGUAL
+    )
     embedding_model = models.CharField(
         _("embedding model"),
         max_length=200,

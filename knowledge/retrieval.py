@@ -252,7 +252,7 @@ def query_vector(embedder: Embedder, query: str) -> np.ndarray:
     key = (embedder.kind, getattr(getattr(embedder, "provider", None), "pk", None), embedder.model, query)
     vector = _query_vectors.get(key)
     if vector is None:
-        vector = _query_vectors.put(key, embedder.embed([query])[0])
+        vector = _query_vectors.put(key, embedder.embed([query], query=True)[0])
     return vector
 
 

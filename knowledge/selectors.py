@@ -9,7 +9,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from core.conf import setting
-from knowledge.models import Document, DocumentStatus, EmbedderKind, KnowledgeBase
+from knowledge.models import LOCAL_KINDS, Document, DocumentStatus, KnowledgeBase
 
 
 def stalled_after() -> dt.timedelta:
@@ -96,8 +96,8 @@ def outdated_documents(*, knowledge_base: KnowledgeBase) -> QuerySet[Document]:
     again. Provider knowledge bases re-ingest when their model setting changes, so none is outdated."""
     from knowledge.embedders import local_embedder
 
-    if knowledge_base.embedder != EmbedderKind.LOCAL:
+    if knowledge_base.embedder not in LOCAL_KINDS:
         return Document.objects.none()
     return Document.objects.filter(knowledge_base=knowledge_base, status=DocumentStatus.READY).exclude(
-        embedded_with=local_embedder().signature()
+        embedded_with=local_embedder(knowledge_base.embedder).signature()
     )

@@ -129,10 +129,12 @@ def test_similar_sentences_are_closer():
     assert a @ b > a @ c + 0.3
 
 
-def test_local_is_the_default_embedder(in_tenant):
+def test_the_local_multilingual_model_is_the_default_embedder(in_tenant):
     knowledge_base = KnowledgeBase.objects.create(name="docs")
     embedder = embedder_for(knowledge_base)
-    assert embedder.kind == "local" and embedder.english_only and embedder.dimension == 384
+    assert embedder.kind == "local_multilingual" and not embedder.english_only and embedder.dimension == 384
+    english = embedder_for(KnowledgeBase.objects.create(name="english docs", embedder=EmbedderKind.LOCAL))
+    assert english.kind == "local" and english.english_only and english is local_embedder()
 
 
 def test_provider_embedder_uses_the_tenants_endpoint(in_tenant, scripted_llm):

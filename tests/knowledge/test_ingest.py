@@ -52,7 +52,7 @@ class RecordingEmbedder:
     def signature(self) -> str:
         return self.inner.signature()
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
         document = Document.objects.get(name=self.document_name)
         self.seen.append((document.status, document.stage, document.progress, document.chunks.count()))
         if self.fail_with is not None:
@@ -66,7 +66,7 @@ def test_each_file_type_ingests(kb, ingest, name):
     document = _add(kb, ingest, name, sample_files()[name])
     assert document.status == DocumentStatus.READY, document.error
     assert (document.stage, document.progress, document.error) == (IngestStage.DONE, 100, "")
-    assert document.embedded_with == local_embedder().signature()
+    assert document.embedded_with == local_embedder(kb.embedder).signature()
     assert document.ingested_at is not None
     with tenant_scope(kb.tenant):
         chunks = list(Chunk.objects.filter(document=document).order_by("position"))
@@ -76,7 +76,7 @@ def test_each_file_type_ingests(kb, ingest, name):
     for chunk in chunks:
         assert chunk.embedding_dim == 384 and len(chunk.embedding) == 384
         assert abs(float(np.linalg.norm(chunk.embedding)) - 1.0) < 1e-3
-        assert chunk.embedding_model == local_embedder().model
+        assert chunk.embedding_model == local_embedder(kb.embedder).model
         assert chunk.terms and chunk.token_count > 0
     assert kb.revision == revision + 1
 

@@ -204,7 +204,7 @@ def test_the_reingest_outdated_command_covers_every_tenant(tenant, kb, other_kb,
         call_command("reingest_outdated", stdout=StringIO())
     with all_tenants(reason="test: both were ingested again"):
         signatures = set(Document.objects.filter(pk__in=[mine.pk, theirs.pk]).values_list("embedded_with", flat=True))
-    assert signatures == {"local:all-MiniLM-L6-v2-qint8:384"}
+    assert signatures == {"local_multilingual:multilingual-e5-small-qint8:384"}
 
 
 def test_editing_the_chunking_asks_before_reingesting(login, tenant_admin, tenant, kb, ingest):

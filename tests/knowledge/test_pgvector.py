@@ -28,7 +28,7 @@ QUERIES = [
 
 @pytest.fixture
 def kb(pgvector_db, in_tenant):
-    knowledge_base = KnowledgeBase.objects.create(name="facts")
+    knowledge_base = KnowledgeBase.objects.create(name="facts", embedder="local")
     add_document(knowledge_base, "english.txt", ENGLISH)
     add_document(knowledge_base, "中文.txt", CHINESE)
     return knowledge_base
@@ -78,7 +78,7 @@ def test_the_query_can_use_the_partial_hnsw_index(kb):
 
 def test_filtered_hnsw_scan_still_returns_k_chunks(kb, in_tenant):
     """A small knowledge base beside a big one: the iterative index scan goes on until k rows pass the filter."""
-    big = KnowledgeBase.objects.create(name="big")
+    big = KnowledgeBase.objects.create(name="big", embedder="local")
     add_document(big, "many.txt", [f"Report number {i} about shipping containers and ports." for i in range(60)])
     vector = local_embedder().embed(["Report about shipping containers"])[0]  # close to the big base, not ours
     with connection.cursor() as cursor:
@@ -91,7 +91,7 @@ def test_filtered_hnsw_scan_still_returns_k_chunks(kb, in_tenant):
 
 def test_another_tenants_knowledge_base_is_invisible_on_pgvector(kb, tenant, other_tenant):
     with tenant_scope(other_tenant):
-        theirs = KnowledgeBase.objects.create(name="secret")
+        theirs = KnowledgeBase.objects.create(name="secret", embedder="local")
         add_document(theirs, "secret.txt", ["The Eiffel Tower's secret launch code is swordfish."])
         assert search(theirs, "Eiffel Tower secret code", mode="vector", top_k=1)
     with tenant_scope(tenant):

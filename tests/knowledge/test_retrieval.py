@@ -30,7 +30,7 @@ CHINESE = [
 def add_document(knowledge_base: KnowledgeBase, name: str, texts: list[str], *, embed: bool = True) -> Document:
     """Write a document's chunks as ingestion does (terms, vectors of the local model), and bump the revision."""
     document = Document.objects.create(knowledge_base=knowledge_base, name=name, file=f"{name}.txt", file_type="txt")
-    embedder = local_embedder()
+    embedder = local_embedder(knowledge_base.embedder)
     vectors = embedder.embed(texts) if embed else [None] * len(texts)
     for position, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
         Chunk.objects.create(
@@ -52,7 +52,8 @@ def add_document(knowledge_base: KnowledgeBase, name: str, texts: list[str], *, 
 
 @pytest.fixture
 def kb(in_tenant):
-    knowledge_base = KnowledgeBase.objects.create(name="facts")
+    """On the English-only local model (the multilingual one: tests/knowledge/test_e5.py)."""
+    knowledge_base = KnowledgeBase.objects.create(name="facts", embedder="local")
     add_document(knowledge_base, "english.txt", ENGLISH)
     add_document(knowledge_base, "中文.txt", CHINESE)
     return knowledge_base
@@ -112,7 +113,7 @@ def test_chunks_of_another_embedding_model_are_not_searched(kb):
 
 
 def test_search_many_merges_knowledge_bases_and_cites_documents(kb):
-    recipes = KnowledgeBase.objects.create(name="recipes")
+    recipes = KnowledgeBase.objects.create(name="recipes", embedder="local")
     add_document(recipes, "bread.md", ["Bake the sourdough loaf at 230 degrees for forty minutes with steam."])
     hits = search_many([kb, recipes], "how long to bake a sourdough loaf", top_k=3)
     names = [(hit.knowledge_base_name, hit.document_name) for hit in hits]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from knowledge.models import EmbedderKind, KnowledgeBase
+from knowledge.models import LOCAL_KINDS, KnowledgeBase
 from knowledge.services import knowledge_base_reingest
 from tenants.scope import all_tenants, tenant_scope
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
 
         with all_tenants(reason="reingest_outdated: an operator command over every tenant's knowledge bases"):
             knowledge_bases = list(
-                KnowledgeBase.objects.filter(embedder=EmbedderKind.LOCAL).select_related("tenant").order_by("pk")
+                KnowledgeBase.objects.filter(embedder__in=LOCAL_KINDS).select_related("tenant").order_by("pk")
             )
         total = 0
         for knowledge_base in knowledge_bases:
