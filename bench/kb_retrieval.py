@@ -126,11 +126,12 @@ class CachedEmbedder:
     def signature(self) -> str:
         return self.inner.signature()
 
-    def _key(self, text: str) -> str:
-        return hashlib.sha1(f"{self.model}\0{text}".encode(), usedforsecurity=False).hexdigest()
+    def _key(self, text: str, query: bool) -> str:
+        role = "query\0" if query and not self.english_only else ""  # e5 embeds queries with their own prefix
+        return hashlib.sha1(f"{self.model}\0{role}{text}".encode(), usedforsecurity=False).hexdigest()
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        keys = [self._key(t) for t in texts]
+    def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
+        keys = [self._key(t, query) for t in texts]
         found = {}
         for start in range(0, len(keys), 500):
             part = keys[start : start + 500]
@@ -138,7 +139,7 @@ class CachedEmbedder:
             found.update(self.db.execute(f"SELECT k, v FROM v WHERE k IN ({marks})", part).fetchall())  # noqa: S608 (placeholders only)
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
-            vectors = self.inner.embed([texts[i] for i in missing])
+            vectors = self.inner.embed([texts[i] for i in missing], query=query)
             self.db.executemany(
                 "INSERT OR REPLACE INTO v VALUES (?, ?)",
                 [(keys[i], vectors[j].astype(np.float32).tobytes()) for j, i in enumerate(missing)],
@@ -182,11 +183,11 @@ def make_document(knowledge_base, name: str, text: str):
     return document
 
 
-def ingest_corpus(tenant, name: str, documents: dict[str, str]):
+def ingest_corpus(tenant, name: str, documents: dict[str, str], embedder: str):
     from knowledge.ingest import ingest_in_scope
     from knowledge.models import Document, KnowledgeBase
 
-    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=name)
+    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"{name} {embedder}", embedder=embedder)
     started = time.perf_counter()
     ids = [make_document(knowledge_base, doc_id, text).pk for doc_id, text in documents.items()]
     outcomes = defaultdict(int)
@@ -198,7 +199,7 @@ def ingest_corpus(tenant, name: str, documents: dict[str, str]):
         Document.objects.filter(knowledge_base=knowledge_base, status="failed").values_list("name", "error")[:3]
     )
     print(
-        f"  {name}: {len(ids)} documents -> {chunks} chunks in {time.perf_counter() - started:.1f} s "
+        f"  {name} ({embedder}): {len(ids)} documents -> {chunks} chunks in {time.perf_counter() - started:.1f} s "
         f"(cached embeddings) {dict(outcomes)}{' failed e.g. ' + repr(failed) if failed else ''}"
     )
     return knowledge_base
@@ -410,6 +411,11 @@ def main() -> None:
     parser.add_argument("--sets", default="en_dbpedia,zh_cmrc2018")
     parser.add_argument("--split", default="", help="qrels split (default: test / dev; cmrc2018 also has trial)")
     parser.add_argument("--max-queries", type=int, default=0)
+    parser.add_argument(
+        "--embedders",
+        default="local,local_multilingual",
+        help="local models to compare (each set is ingested once per model)",
+    )
     parser.add_argument("--fusions", default="zscore", help="fusions to compare for hybrid, e.g. zscore,rrf,rrf_plain")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "agentplat-kb-bench" / "vectors.sqlite3"))
     parser.add_argument("--ingest-chunks", type=int, default=200, help="chunks in the ingestion-speed document")
@@ -431,23 +437,30 @@ def main() -> None:
         if args.ingest_chunks:
             texts = list(load_set("en_dbpedia", "test")[0].values())
             measure_ingestion(tenant, texts, args.ingest_chunks, args.ingest_chunk_size)
-        real = embedders.local_embedder()
-        embedders._local = CachedEmbedder(real, Path(args.cache))
+        kinds = [kind for kind in args.embedders.split(",") if kind]
+        real = {kind: embedders.local_embedder(kind) for kind in kinds}
+        cached = {kind: CachedEmbedder(model, Path(args.cache)) for kind, model in real.items()}
+        embedders._local = cached.get("local", embedders._local)
+        embedders._local_multilingual = cached.get("local_multilingual", embedders._local_multilingual)
         built = {}
         for name in filter(None, args.sets.split(",")):  # --sets "" measures ingestion only
             split = args.split or SETS[name]["qrels"]
             documents, queries, qrels = load_set(name, split)
             if args.max_queries:
                 queries = dict(list(queries.items())[: args.max_queries])
-            knowledge_base = ingest_corpus(tenant, name, documents)
-            built[name] = (knowledge_base, queries)
-            modes = [("keyword", "keyword", "zscore"), ("vector", "vector", "zscore")]
-            fusions = args.fusions.split(",")
-            modes += [("hybrid" if i == 0 else f"hybrid {f}", "hybrid", f) for i, f in enumerate(fusions)]
-            results = evaluate(knowledge_base, queries, qrels, modes)
-            print_results(f"{name} [{split}], fusion {fusions[0]}", results, SETS[name]["goal"], len(queries))
-        print(f"  embeddings computed this run (not cached yet): {embedders._local.computed}")
-        embedders._local = real
+            for kind in kinds:
+                knowledge_base = ingest_corpus(tenant, name, documents, kind)
+                built.setdefault(name, (knowledge_base, queries))
+                modes = [("keyword", "keyword", "zscore"), ("vector", "vector", "zscore")]
+                fusions = args.fusions.split(",")
+                modes += [("hybrid" if i == 0 else f"hybrid {f}", "hybrid", f) for i, f in enumerate(fusions)]
+                results = evaluate(knowledge_base, queries, qrels, modes)
+                print_results(
+                    f"{name} [{split}], {kind}, fusion {fusions[0]}", results, SETS[name]["goal"], len(queries)
+                )
+        print(f"  embeddings computed this run (not cached yet): {sum(c.computed for c in cached.values())}")
+        embedders._local = real.get("local", embedders._local)
+        embedders._local_multilingual = real.get("local_multilingual", embedders._local_multilingual)
         if args.scale and "en_dbpedia" in built:
             knowledge_base, queries = built["en_dbpedia"]
             scale_test(tenant, knowledge_base, args.scale, queries)
