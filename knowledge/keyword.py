@@ -7,7 +7,10 @@ Two layers, so that a better normaliser never needs a re-ingest:
 - `index_terms(terms)` is applied by the BM25 index to the stored terms and to the query alike: stop words
   dropped, English plurals folded (a minimal S-stemmer, as Lucene's EnglishMinimalStemmer), letters split from
   digits ("gpt4" -> "gpt" "4", as "GPT-4" and "GPT 4" give; "cvpr2022" -> "cvpr" "2022").
-Text is NFKC-normalised first, so full-width letters and digits ("ＧＰＴ－４") read as their ASCII forms.
+Text is NFKC-normalised first, so full-width letters and digits ("ＧＰＴ－４") read as their ASCII forms, and Chinese
+is folded from traditional to simplified characters (OpenCC's t2s: "颱風" -> "台风") before jieba, whose dictionary
+is simplified: a traditional query finds simplified text and the other way round. (Chunks stored before the folding
+keep their terms until they are ingested again.)
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[a-z]", re.IGNORECASE)
 _jieba_lock = threading.Lock()
 _jieba = None
+_opencc = None
 
 # Lucene's English stop set (EnglishAnalyzer) and the commonest Chinese function words. BM25's idf already
 # discounts frequent terms; dropping these keeps them from adding noise to short queries and long chunks alike.
@@ -59,6 +63,18 @@ def _segmenter():
     return _jieba
 
 
+def _simplified(text: str) -> str:
+    """Traditional Chinese characters and phrases as simplified ones (OpenCC t2s; simplified text is unchanged)."""
+    global _opencc
+    if _opencc is None:
+        with _jieba_lock:
+            if _opencc is None:
+                import opencc
+
+                _opencc = opencc.OpenCC("t2s")
+    return _opencc.convert(text)
+
+
 def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
@@ -74,7 +90,10 @@ def latin_share(text: str) -> float:
 def terms_for(text: str) -> list[str]:
     """The terms of `text` as stored for BM25, in order (repeats kept)."""
     terms: list[str] = []
-    for match in _WORD.finditer(unicodedata.normalize("NFKC", text)):
+    text = unicodedata.normalize("NFKC", text)
+    if has_cjk(text):
+        text = _simplified(text)
+    for match in _WORD.finditer(text):
         word = match.group(0).lower()
         if has_cjk(word):
             terms.extend(t for t in _segmenter().cut_for_search(word) if t.strip())

@@ -107,3 +107,16 @@ def test_a_query_finds_the_other_spelling():
     assert index.search("GPT4 price", 1).ids.tolist() == [1]
     assert index.search("CVPR2022 papers", 1).ids.tolist() == [2]
     assert index.search("ＣＶＰＲ２０２２", 1).ids.tolist() == [2]
+
+
+def test_traditional_and_simplified_chinese_are_the_same_terms():
+    """OpenCC t2s before jieba: "颱風" is "台风"; jieba, whose dictionary is simplified, also segments better."""
+    assert terms_for("港口因颱風關閉，導致運輸推遲") == terms_for("港口因台风关闭，导致运输推迟")
+    assert {"台风", "关闭", "运输", "推迟"} <= set(terms_for("港口因颱風關閉，導致運輸推遲"))
+
+
+def test_a_traditional_query_finds_simplified_text_and_back():
+    texts = ["港口因台风关闭，原材料的运输推迟了。", "銀行調高了房屋貸款的利率。", "小猫在沙发上睡着了。"]
+    index = _index(texts)
+    assert index.search("颱風 運輸", 1).ids.tolist() == [1]
+    assert index.search("银行 贷款 利率", 1).ids.tolist() == [2]
