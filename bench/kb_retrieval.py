@@ -416,6 +416,10 @@ def main() -> None:
         default="local,local_multilingual",
         help="local models to compare (each set is ingested once per model)",
     )
+    parser.add_argument(
+        "--traditional-queries", action="store_true", help="ask in traditional Chinese (OpenCC s2t of the queries)"
+    )
+    parser.add_argument("--no-fold", action="store_true", help="keyword terms without traditional->simplified folding")
     parser.add_argument("--fusions", default="zscore", help="fusions to compare for hybrid, e.g. zscore,rrf,rrf_plain")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "agentplat-kb-bench" / "vectors.sqlite3"))
     parser.add_argument("--ingest-chunks", type=int, default=200, help="chunks in the ingestion-speed document")
@@ -425,6 +429,10 @@ def main() -> None:
 
     url = prepare_database(args.database)
     setup_django("kb-bench-")
+    if args.no_fold:
+        from knowledge import keyword
+
+        keyword._simplified = lambda text: text
     from django.db import connection
 
     from knowledge import embedders, vectorstore
@@ -448,6 +456,11 @@ def main() -> None:
             documents, queries, qrels = load_set(name, split)
             if args.max_queries:
                 queries = dict(list(queries.items())[: args.max_queries])
+            if args.traditional_queries:
+                import opencc
+
+                to_traditional = opencc.OpenCC("s2t")
+                queries = {key: to_traditional.convert(text) for key, text in queries.items()}
             for kind in kinds:
                 knowledge_base = ingest_corpus(tenant, name, documents, kind)
                 built.setdefault(name, (knowledge_base, queries))
