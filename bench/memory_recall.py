@@ -536,6 +536,7 @@ def main() -> None:
     from django.db import connection, connections
 
     from knowledge import embedders
+    from memory.longterm import store
     from tenants.models import Tenant
     from tenants.scope import tenant_scope
 
@@ -548,8 +549,9 @@ def main() -> None:
     tenant = Tenant.objects.create(name="memory bench", slug="memory-bench")
     try:
         with tenant_scope(tenant):
-            real = embedders.local_embedder()
-            embedders._local = CachedEmbedder(real, Path(args.cache))
+            kind = "_local_multilingual" if store.embedder().kind == "local_multilingual" else "_local"
+            real = store.embedder()
+            setattr(embedders, kind, CachedEmbedder(real, Path(args.cache)))
             owners = {}
             for sample in samples:
                 started = time.perf_counter()
@@ -562,8 +564,8 @@ def main() -> None:
                     flush=True,
                 )
             by_category, by_sample, times = evaluate(samples, owners)
-            print(f"  embeddings computed this run (not cached yet): {embedders._local.computed}")
-            embedders._local = real
+            print(f"  embeddings computed this run (not cached yet): {getattr(embedders, kind).computed}")
+            setattr(embedders, kind, real)
             print_table(
                 "per category", by_category, [*CATEGORIES, "all"],
                 lambda key: f"{key} {CATEGORIES[key]}" if key in CATEGORIES else "overall 1-4",

@@ -83,6 +83,9 @@ DEFAULTS: dict[str, Any] = {
     # Before a turn: events retrieved (then followed along relations up to the depth), old turns recalled, and the
     # tokens all of it may take in the system message.
     "MEMORY_EVENTS_TOP_K": 10,
+    # The local model that embeds long-term memory: "local" (English all-MiniLM-L6-v2) or "local_multilingual"
+    # (multilingual-e5-small). Rows embedded by the other model are found by keyword until `reembed_memory`.
+    "MEMORY_EMBEDDER": "local",
     "MEMORY_EXPAND_DEPTH": 2,
     "MEMORY_TURNS_TOP_K": 3,
     "MEMORY_RECALL_TOKENS": 800,

@@ -229,7 +229,8 @@ def _entity_rows(owner: Owner, entities: Iterable[dict[str, Any]]) -> list[Entit
     return rows
 
 
-def _search_text(summary: str, entities: Iterable[dict[str, Any]]) -> str:
+def search_text(summary: str, entities: Iterable[dict[str, Any]]) -> str:
+    """What an event is found by: its summary and its entities' names."""
     names = " ".join(str(entity.get("name") or "") for entity in entities)
     return f"{summary} {names}".strip()
 
@@ -290,7 +291,7 @@ def events_store(
                     content_hash=digest,
                     conversation_id=conversation_id,
                     source_message_ids=list(source_message_ids),
-                    **store.search_fields(_search_text(summary, entities)),
+                    **store.search_fields(search_text(summary, entities)),
                 )
         except IntegrityError:  # the same summary stored by a concurrent extraction
             outcome.duplicates += 1

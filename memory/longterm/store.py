@@ -37,6 +37,7 @@ from django.db import connections, router
 from django.db.models import Count, Max, Model
 
 from core.cache import LRUCache
+from core.conf import setting
 from knowledge.embedders import Embedder, EmbedderError, local_embedder
 from knowledge.keyword import STOP_WORDS, BM25Index, CollectionStats, index_terms, terms_for
 from knowledge.retrieval import CANDIDATES, Collection, query_vector, vector_weight
@@ -72,8 +73,8 @@ def stored_terms(text: str) -> str:
 
 
 def embedder() -> Embedder:
-    """The embedder of long-term memory: the local model (offline, no quota)."""
-    return local_embedder()
+    """The embedder of long-term memory: a local model (offline, no quota), MEMORY_EMBEDDER."""
+    return local_embedder(setting("MEMORY_EMBEDDER"))
 
 
 def embed(texts: Sequence[str]) -> tuple[list[tuple[float, ...] | None], str]:
