@@ -68,6 +68,8 @@ DEFAULTS: dict[str, Any] = {
     # The embedded default's ingestion threads: documents of different tenants ingest side by side (one at a time
     # per tenant), so one tenant's big document never holds back another tenant's small one.
     "KNOWLEDGE_INGEST_THREADS": 2,
+    # The most a search's re-ranking may spend embedding candidates (knowledge.rerank).
+    "KNOWLEDGE_RERANK_BUDGET_MS": 300.0,
     # On Celery workers: seconds of embedding one ingestion task does before it keeps its work and queues the rest
     # behind what else waits (0: a whole document per task).
     "KNOWLEDGE_INGEST_SLICE_SECONDS": 5.0,

@@ -403,9 +403,11 @@ def search_many(
     top_k: int = 5,
     mode: str = "hybrid",
     fusion: str = DEFAULT_FUSION,
+    rerank: bool = False,
 ) -> list[SearchHit]:
     """The best `top_k` chunks of several knowledge bases for `query`, as if they were one collection (an agent's
-    knowledge bases). Knowledge bases outside the active tenant scope are ignored. Call inside a tenant scope."""
+    knowledge bases). Knowledge bases outside the active tenant scope are ignored. Call inside a tenant scope.
+    `rerank` (hybrid only) gives the best candidates a second look (knowledge.rerank) within a latency budget."""
     if mode not in MODES:
         raise ValueError(f"Unknown search mode {mode!r}: use one of {', '.join(MODES)}.")
     query = (query or "").strip()
@@ -414,6 +416,13 @@ def search_many(
     knowledge_bases = _current(knowledge_bases)
     if not knowledge_bases:
         return []
+    if rerank and mode == "hybrid":
+        from knowledge import rerank as second_look
+
+        hits = search_many(knowledge_bases, query, top_k=max(top_k, second_look.DEPTH), fusion=fusion)
+        if second_look.needs_rerank(knowledge_bases, query):
+            return second_look.rerank(query, hits, top_k=top_k)
+        return hits[:top_k]
     # Fusion needs each retriever's wider candidate list (and its score distribution); one retriever, top_k.
     depth = max(CANDIDATES, top_k) if mode == "hybrid" else top_k
     parts: list[tuple[Ranking, Callable]] = []
@@ -439,11 +448,17 @@ def search_many(
 
 
 def search(
-    knowledge_base: KnowledgeBase, query: str, *, top_k: int = 5, mode: str = "hybrid", fusion: str = DEFAULT_FUSION
+    knowledge_base: KnowledgeBase,
+    query: str,
+    *,
+    top_k: int = 5,
+    mode: str = "hybrid",
+    fusion: str = DEFAULT_FUSION,
+    rerank: bool = False,
 ) -> list[SearchHit]:
     """The best `top_k` chunks of `knowledge_base` for `query`; mode is "hybrid", "vector" or "keyword".
     Call inside the knowledge base's tenant scope (another tenant's knowledge base gives no hits)."""
-    return search_many([knowledge_base], query, top_k=top_k, mode=mode, fusion=fusion)
+    return search_many([knowledge_base], query, top_k=top_k, mode=mode, fusion=fusion, rerank=rerank)
 
 
 # --- ranking a collection held in memory (long-term memory's events, memories and turns) -------------------------
