@@ -45,6 +45,8 @@ def test_admin_creates_a_knowledge_base_uploads_files_and_searches(live_server, 
 
     page.click("#new-knowledge-base")
     assert "understands English only" in page.locator("#embedder-settings").inner_text()
+    assert page.locator("input[name=embedder][value=local_multilingual]").is_checked()
+    assert "Reads Chinese, English" in page.locator("#embedder-settings").inner_text()
     page.fill("#id_name", "Dishes")
     page.fill("#id_chunk_size", "120")
     page.fill("#id_chunk_overlap", "20")

@@ -3,6 +3,8 @@ edit with a re-ingest confirmation, search; roles; another tenant's knowledge ba
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -58,6 +60,8 @@ def test_an_admin_creates_a_knowledge_base_and_sees_the_embedder_notes(login, te
     client = login(tenant_admin, tenant)
     page = client.get(reverse("knowledge:create")).content.decode()
     assert "understands English only" in page and "bge-m3" in page and "Ollama or vLLM" in page
+    assert "Reads Chinese, English and about 90 other languages" in page
+    assert re.search(r'value="local_multilingual"[^>]*checked', page)  # the default for a new knowledge base
     response = client.post(reverse("knowledge:create"), _kb_form())
     with tenant_scope(tenant):
         kb = KnowledgeBase.objects.get(name="Grid manuals")
