@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import markdown as _markdown
 import nh3
 from django.utils.safestring import SafeString, mark_safe
@@ -16,10 +18,28 @@ ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}}
 ALLOWED_URL_SCHEMES = {"http", "https", "mailto"}
 
 
+_local = threading.local()
+
+
+def _converter() -> _markdown.Markdown:
+    """This thread's converter: building one (extensions, patterns) costs more than converting a reply, and an
+    instance must not be shared between threads."""
+    converter = getattr(_local, "converter", None)
+    if converter is None:
+        converter = _local.converter = _markdown.Markdown(
+            extensions=["fenced_code", "tables", "sane_lists"], output_format="html"
+        )
+    return converter
+
+
 def render_markdown(text: str) -> SafeString:
     """Markdown to sanitised HTML: tags outside the allowed set (and script/style with their content) are removed,
     links keep only http(s)/mailto targets. Code spans and blocks show their text literally."""
-    html = _markdown.markdown(text or "", extensions=["fenced_code", "tables", "sane_lists"], output_format="html")
+    converter = _converter()
+    try:
+        html = converter.convert(text or "")
+    finally:
+        converter.reset()
     clean = nh3.clean(
         html,
         tags=ALLOWED_TAGS,
