@@ -1,31 +1,42 @@
-"""Ingestion of one document (K2): parse -> chunk -> embed in batches -> write chunks -> index.
+"""Ingestion of documents (K2): parse -> chunk -> embed in batches -> write chunks -> index.
 
-`document_ingest(document_id=...)` runs every stage synchronously inside the document's tenant scope; the embedded
-default's ingestion threads and the benchmark call it. On a Celery worker, `ingest_share` does it in shares of about
+`document_ingest(document_id=...)` runs every stage synchronously inside the document's tenant scope; the benchmark
+and the demo data call it. A queued document (the task, `ingest_queued_in_scope` and `ingest_share`) takes the small
+documents queued after it in its knowledge base along (`claim`: up to BATCH_DOCUMENTS of at most SMALL_DOCUMENT_BYTES,
+BATCH_BYTES in all): they are parsed one by one, their chunks embedded in shared batches and written with one
+bulk insert, their rows marked in one statement and the knowledge base's revision bumped once, so a thousand short
+uploads cost what their embeddings cost, not a thousand rounds of bookkeeping. Their own tasks find them taken and
+return at once (TAKEN). On a Celery worker, `ingest_share` does the work in shares of about
 KNOWLEDGE_INGEST_SLICE_SECONDS of embedding, each a task that keeps what it computed (`IngestShare` rows) and queues
 the next one behind whatever else waits: one worker goes round the documents of every tenant, so a tenant's big
-document never holds back another tenant's small one. Progress is written as it goes (one UPDATE of the status,
-stage, progress and updated_at columns, only when the whole percentage changes):
+document (or a batch of small ones) never holds back another tenant's small one. Progress is written as it goes (one
+UPDATE of the stage, progress and updated_at columns of the batch's documents, only when the whole percentage
+changes):
 
     parse 0-10 %, chunk 10-20 %, embed 20-90 % (batch by batch), index 90-100 %.
 
 The new chunks replace the old ones in one transaction at the end, so search keeps answering from the old chunks
-while a document is re-ingested. A failure marks the document failed with a message for its row (the traceback
-goes to the log only); the document's previous chunks, if any, stay searchable; other documents are unaffected.
+while a document is re-ingested. Each document keeps its own outcome: one that fails (parse, limits, its texts'
+embeddings) is marked failed with a message for its row (the traceback goes to the log only) and leaves the batch,
+its previous chunks, if any, staying searchable; one deleted, replaced or queued again meanwhile leaves the batch
+unstored; the others go on.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -46,11 +57,21 @@ STAGE_START = {IngestStage.PARSE: 0, IngestStage.CHUNK: 10, IngestStage.EMBED: 2
 # (and the embedder's own smaller batches) pads little.
 EMBED_BATCH = 64
 WRITE_BATCH = 500
-# The outcome of a share after which the document's ingestion goes on in another task (the run is passed on).
+# A queued document of at most SMALL_DOCUMENT_BYTES takes the small documents queued after it in its knowledge base
+# along, up to BATCH_DOCUMENTS and BATCH_BYTES in all (about 6 s of the local model's embedding at most, so the first
+# of them is not kept waiting long, and a second worker finds the next ones still queued).
+SMALL_DOCUMENT_BYTES = 64 * 1024
+BATCH_DOCUMENTS = 200
+BATCH_BYTES = 256 * 1024
+# A batch of several documents writes their progress at most this often (a write updates every row of the batch).
+PROGRESS_SECONDS = 1.0
+# The outcome of a share after which the ingestion goes on in another task (the run is passed on).
 CONTINUE = "continue"
 # The outcome of a delivery whose run another delivery of the same task finished or is doing (a worker died after it
 # queued the next share but before the broker heard that this one was done).
 DUPLICATE = "duplicate"
+# The outcome of a queued document's task when another ingestion took the document along (or is ingesting it).
+TAKEN = "taken"
 
 
 class IngestError(Exception):
@@ -58,30 +79,69 @@ class IngestError(Exception):
 
 
 class IngestCancelled(Exception):
-    """The document was deleted, or its file replaced, while it was ingested: the work stops (nothing is stored)."""
+    """Every document of the batch was deleted, replaced or queued again while it was ingested: the work stops
+    (nothing is stored)."""
 
 
 class ShareTaken(Exception):
     """Another delivery of the same run stored this share first: it goes on from there, this one stops."""
 
 
-class _Progress:
-    """Writes a document's stage and progress, cheaply and only when they change."""
+class Restart(Exception):
+    """The document that names a run on the queue left it between shares (deleted, taking the run's shares with it):
+    the documents still in the batch start again under a new run."""
 
-    def __init__(self, document_id: int) -> None:
-        self.document_id = document_id
-        self.stage: str | None = None
+
+class ShareResult(NamedTuple):
+    """What one share did: its outcome (the first document's, or CONTINUE); for CONTINUE the run, the document whose
+    task goes on with it and the batch's documents (so the run survives the loss of that document); at the end, the
+    queued documents the batch took along."""
+
+    outcome: str
+    run: str = ""
+    document_id: int = 0
+    documents: tuple[int, ...] = ()
+
+
+@dataclass(eq=False)  # compared and hashed by identity
+class _Member:
+    """A document of a batch, with the chunks it was cut into; `outcome` is set when it leaves the batch."""
+
+    pk: int
+    name: str
+    file: str
+    file_type: str = ""
+    drafts: list[ChunkDraft] = field(default_factory=list)
+    outcome: str = ""
+    queued: bool = False  # taken from the queue (its own task is still to come, and will find it taken)
+
+
+class _Progress:
+    """Writes the stage and progress of the batch's documents still being ingested, only when they change, and for
+    a batch of several documents at most every PROGRESS_SECONDS (each write touches every row of the batch)."""
+
+    def __init__(self, members: list[_Member]) -> None:
+        self.members = members
+        self.stage: str | None = None  # as written
+        self.current: str | None = None  # where the work is (written or not)
         self.percent = -1
+        self.written = time.monotonic()
 
     def set(self, stage: str, percent: float) -> None:
+        self.current = stage
         percent = max(0, min(99, int(percent)))  # 100 is written with the chunks, never before
         if stage == self.stage and percent == self.percent:
+            return
+        now = time.monotonic()
+        if len(self.members) > 1 and now - self.written < PROGRESS_SECONDS:
             return
         fields = {"progress": percent, "updated_at": timezone.now()}
         if stage != self.stage:
             fields["stage"] = stage
-        Document.objects.filter(pk=self.document_id).update(**fields)
-        self.stage, self.percent = stage, percent
+        live = [member.pk for member in self.members if not member.outcome]
+        if live:
+            Document.objects.filter(pk__in=live, status=DocumentStatus.PROCESSING).update(**fields)
+        self.stage, self.percent, self.written = stage, percent, now
 
 
 def document_ingest(*, document_id: int) -> str:
@@ -98,85 +158,287 @@ def document_ingest(*, document_id: int) -> str:
 
 
 def ingest_in_scope(*, document_id: int) -> str:
-    """`document_ingest` inside the tenant scope that is already active, the whole document at once."""
-    outcome, _run = _ingest(document_id=document_id, run="", deadline=None)
-    return outcome
+    """`document_ingest` inside the tenant scope that is already active: this document alone, whatever its status,
+    the whole of it at once."""
+    return _ingest(document_id=document_id, run="", deadline=None, queued=False).outcome
+
+
+def ingest_queued_in_scope(*, document_id: int, taken: list[int] | None = None) -> str:
+    """A queued document's ingestion, whole, with the small documents queued after it in its knowledge base (what
+    the task does when called directly, eagerly or with KNOWLEDGE_INGEST_SLICE_SECONDS=0): the outcome of this one,
+    or TAKEN when another ingestion took it along. The ids of the queued documents taken along are added to `taken`
+    (the embedded default's line then drops their turns)."""
+    result = _ingest(document_id=document_id, run="", deadline=None, queued=True)
+    if taken is not None:
+        taken.extend(result.documents)
+    return result.outcome
+
+
+def queued_is_taken(*, tenant_id: int, document_id: int, on_worker: bool) -> bool:
+    """True when a queued document's own task has nothing to do because another ingestion took it along (it is
+    ready or failed, or being ingested and not stalled, and on a worker not the first document of a kept run). One
+    query (two on a worker for a document being ingested) and no tenant lookup: a batch's documents' own tasks cost
+    next to nothing."""
+    with all_tenants(reason="knowledge ingestion: is a queued document still waiting (its tenant's, by id)"):
+        row = Document.objects.filter(pk=document_id, tenant_id=tenant_id).values_list("status", "updated_at").first()
+        if row is None or row[0] == DocumentStatus.PENDING:
+            return False
+        if row[0] != DocumentStatus.PROCESSING:
+            return True
+        if row[1] < timezone.now() - _stalled_after():
+            return False
+        return not (on_worker and IngestShare.objects.filter(document_id=document_id, number=0).exists())
 
 
 def ingest_share(*, document_id: int, run: str = "", seconds: float) -> tuple[str, str]:
-    """One share of a document's ingestion (a Celery task's, inside the tenant scope): the first share parses and
-    cuts the document; every share embeds for about `seconds` (at least one batch) and keeps what it computed; the
-    share that embeds the last text stores the chunks. Returns (outcome, run): CONTINUE and the run to give the next
-    share, or the outcome of `document_ingest` (or DUPLICATE) and ""."""
-    return _ingest(document_id=document_id, run=run, deadline=time.monotonic() + seconds)
+    """One share of a queued document's ingestion (a Celery task's, inside the tenant scope): the first share takes
+    the small documents queued after it along, parses and cuts them; every share embeds for about `seconds` (at
+    least one batch) and keeps what it computed; the share that embeds the last text stores the chunks. Returns
+    (outcome, run): CONTINUE and the run to give the next share, or the outcome of `document_ingest` (or DUPLICATE,
+    TAKEN) and ""."""
+    result = ingest_next_share(document_id=document_id, run=run, seconds=seconds)
+    return result.outcome, result.run
 
 
-def _ingest(*, document_id: int, run: str, deadline: float | None) -> tuple[str, str]:
+def ingest_next_share(*, document_id: int, run: str = "", seconds: float, documents: Sequence[int] = ()) -> ShareResult:
+    """`ingest_share` as the task calls it: `documents` are the run's documents as the previous share returned them,
+    so that the run goes on (from the start) if the document naming it was deleted meanwhile."""
+    return _ingest(
+        document_id=document_id, run=run, deadline=time.monotonic() + seconds, queued=True, documents=documents
+    )
+
+
+def _ingest(
+    *, document_id: int, run: str, deadline: float | None, queued: bool, documents: Sequence[int] = ()
+) -> ShareResult:
     document = Document.objects.select_related("knowledge_base").filter(pk=document_id).first()
     if document is None:
-        return "gone", ""
-    started = time.perf_counter()
-    progress = _Progress(document.pk)
-    resume = bool(run)
-    if not resume:
-        Document.objects.filter(pk=document.pk).update(
-            status=DocumentStatus.PROCESSING,
-            stage=IngestStage.PARSE,
-            progress=0,
-            error="",
-            updated_at=timezone.now(),
-        )
-        progress.stage, progress.percent = IngestStage.PARSE, 0
-        run = uuid.uuid4().hex if deadline is not None else ""
-    try:
-        outcome = _run_stages(document, progress, run=run, resume=resume, deadline=deadline)
-    except ShareTaken:
-        return DUPLICATE, ""
-    except IngestCancelled:
-        _forget(run)
-        logger.info("document %s (%s): deleted or replaced while ingested; stopped", document.pk, document.name)
-        return "gone", ""
-    except (ParseError, EmbedderError, IngestError) as exc:
-        _forget(run)
-        _fail(document, str(exc))
-        logger.info("document %s (%s) failed at %s: %s", document.pk, document.name, progress.stage, exc)
-        return "failed", ""
-    except Exception as exc:  # anything else: the row gets a short reason, the log gets the traceback
-        _forget(run)
-        logger.exception("document %s (%s) failed at %s", document.pk, document.name, progress.stage)
-        stage = IngestStage(progress.stage).label if progress.stage else ""
-        _fail(
-            document,
-            _("Unexpected error while %(stage)s: %(error)s. The details are in the server log; re-ingest to retry.")
-            % {"stage": str(stage).lower(), "error": exc.__class__.__name__},
-        )
-        return "failed", ""
-    elapsed = time.perf_counter() - started
-    if outcome == CONTINUE:
-        logger.info("document %s (%s): a share of its ingestion in %.2fs", document.pk, document.name, elapsed)
-        return outcome, run
-    if outcome != DUPLICATE:
-        _forget(run)
-    logger.info("document %s (%s): %s in %.2fs", document.pk, document.name, outcome, elapsed)
-    return outcome, ""
-
-
-def _run_stages(document: Document, progress: _Progress, *, run: str, resume: bool, deadline: float | None) -> str:
+        if run and documents:
+            return _restart(documents, deadline, lead="gone")
+        return ShareResult("gone")
     knowledge_base = document.knowledge_base
-    if resume:
-        first = IngestShare.objects.filter(document_id=document.pk, run=run, number=0).first()
-        if first is None:
-            return DUPLICATE  # another delivery of this run stored the chunks and cleared the shares
-        file_name = first.file
-        if file_name != document.file.name:
-            return "superseded"
-        drafts = _drafts_from(bytes(first.data))
+    if not run and queued and document.status != DocumentStatus.PENDING:
+        if document.status != DocumentStatus.PROCESSING:
+            return ShareResult(TAKEN)  # another ingestion took it along and is done
+        kept = _kept_run(document.pk) if deadline is not None else None
+        if kept is not None:
+            run = kept  # a delivery of a first share again (the worker died): go on from what it kept
+        elif document.updated_at >= timezone.now() - _stalled_after():
+            return ShareResult(TAKEN)  # another ingestion is at work on it
+    if run:
+        batch = _Batch.resumed(knowledge_base, document, run)
+        if batch is None:
+            return ShareResult(DUPLICATE)  # another delivery of this run stored the chunks and cleared the shares
     else:
-        file_name = document.file.name
-        data = _read(document)
-        sections = parse_document(data, document.file_type)
+        members = _claim(document, take_queued=queued)
+        if not members:
+            return ShareResult(TAKEN)
+        batch = _Batch(knowledge_base, members, run=uuid.uuid4().hex if deadline is not None else "")
+    return batch.go(deadline)
 
-        progress.set(IngestStage.CHUNK, STAGE_START[IngestStage.CHUNK])
+
+def _restart(documents: Sequence[int], deadline: float | None, *, lead: str) -> ShareResult:
+    """The run's first document is gone with the run's shares: the run's other documents still being ingested
+    start again under a new run (at most a batch of small documents is embedded twice)."""
+    claimed = _claim_again(documents)
+    if claimed is None:
+        return ShareResult(lead)
+    members, knowledge_base_id = claimed
+    batch = _Batch(KnowledgeBase.objects.get(pk=knowledge_base_id), members, run=uuid.uuid4().hex)
+    logger.info("a batch's first document is gone; %s other documents start again", len(members))
+    result = batch.go(deadline)
+    return result if result.outcome == CONTINUE else ShareResult(lead)
+
+
+def _stalled_after() -> dt.timedelta:
+    return dt.timedelta(seconds=float(setting("KNOWLEDGE_STALLED_AFTER_SECONDS")))
+
+
+def _kept_run(document_id: int) -> str | None:
+    return (
+        IngestShare.objects.filter(document_id=document_id, number=0)
+        .order_by("-created_at", "-id")
+        .values_list("run", flat=True)
+        .first()
+    )
+
+
+def _claim(document: Document, *, take_queued: bool) -> list[_Member]:
+    """Mark the document being ingested (if it is still this task's to do) and, for a queued small document, the
+    small documents queued after it in its knowledge base (documents another worker is claiming are skipped, rows
+    left by a worker that died mid-way are taken again); the batch's members, this document first."""
+    now = timezone.now()
+    fields = {"status": DocumentStatus.PROCESSING, "stage": IngestStage.PARSE, "progress": 0, "error": ""}
+    with transaction.atomic():
+        mine = Document.objects.filter(pk=document.pk)
+        if take_queued:
+            mine = mine.filter(_claimable(now))
+        if not mine.update(**fields, updated_at=now):
+            return []
+        members = [_Member(document.pk, document.name, document.file.name, document.file_type)]
+        if not take_queued or document.size > SMALL_DOCUMENT_BYTES:
+            return members
+        candidates = (
+            Document.objects.select_for_update(skip_locked=True)
+            .filter(_claimable(now), knowledge_base_id=document.knowledge_base_id, size__lte=SMALL_DOCUMENT_BYTES)
+            .exclude(pk=document.pk)
+            .order_by("pk")
+            .values_list("pk", "name", "file", "file_type", "size", "status")[: BATCH_DOCUMENTS - 1]
+        )
+        total = document.size
+        for pk, name, file_name, file_type, size, status in candidates:
+            if total + size > BATCH_BYTES:
+                break
+            total += size
+            members.append(_Member(pk, name, file_name, file_type, queued=status == DocumentStatus.PENDING))
+        if len(members) > 1:
+            Document.objects.filter(pk__in=[member.pk for member in members[1:]]).update(**fields, updated_at=now)
+    return members
+
+
+def _claimable(now: dt.datetime) -> Q:
+    """Queued, or left processing with no progress for KNOWLEDGE_STALLED_AFTER_SECONDS (its worker died)."""
+    stalled = Q(status=DocumentStatus.PROCESSING, updated_at__lt=now - _stalled_after())
+    return Q(status=DocumentStatus.PENDING) | stalled
+
+
+def _claim_again(documents: Sequence[int]) -> tuple[list[_Member], int] | None:
+    """The documents of a lost run that are still being ingested, claimed afresh (stage parse), and their knowledge
+    base (a run's documents share one)."""
+    rows = list(
+        Document.objects.filter(pk__in=list(documents), status=DocumentStatus.PROCESSING)
+        .order_by("pk")
+        .values_list("pk", "name", "file", "file_type", "knowledge_base_id")
+    )
+    if not rows:
+        return None
+    Document.objects.filter(pk__in=[row[0] for row in rows], status=DocumentStatus.PROCESSING).update(
+        stage=IngestStage.PARSE, progress=0, updated_at=timezone.now()
+    )
+    return [_Member(pk, name, file_name, file_type) for pk, name, file_name, file_type, _kb in rows], rows[0][4]
+
+
+class _Batch:
+    """The documents ingested together: one knowledge base, one embedder, one write at the end."""
+
+    def __init__(self, knowledge_base: KnowledgeBase, members: list[_Member], *, run: str, parsed: bool = False):
+        self.knowledge_base = knowledge_base
+        self.members = members
+        self.lead = members[0]
+        self.run = run
+        self.parsed = parsed
+        self.progress = _Progress(members)
+        self.started = time.perf_counter()
+        stage = IngestStage.EMBED if parsed else IngestStage.PARSE
+        self.progress.stage = self.progress.current = stage
+        self.progress.percent = STAGE_START[stage]
+
+    @classmethod
+    def resumed(cls, knowledge_base: KnowledgeBase, document: Document, run: str) -> _Batch | None:
+        """The batch of a run from its first share (None when the run is done: its shares are cleared)."""
+        first = IngestShare.objects.filter(run=run, number=0).values_list("file", "data").first()
+        if first is None:
+            return None
+        file_name, data = first
+        kept = json.loads(bytes(data))
+        if isinstance(kept, list):  # a run of one document, kept before batches: the drafts alone
+            members = [_Member(document.pk, document.name, file_name, drafts=_drafts_from(kept))]
+        else:
+            members = [
+                _Member(pk, name, stored, drafts=_drafts_from(rows)) for pk, name, stored, rows in kept["documents"]
+            ]
+        return cls(knowledge_base, members, run=run, parsed=True)
+
+    @property
+    def live(self) -> list[_Member]:
+        return [member for member in self.members if not member.outcome]
+
+    # --- the stages ----------------------------------------------------------------------------------------------
+
+    def go(self, deadline: float | None) -> ShareResult:
+        try:
+            if not self.parsed:
+                self._parse()
+            if not self.live:
+                raise IngestCancelled
+            embedder = embedder_for(self.knowledge_base)
+            if deadline is None:
+                vectors = self._embed_all(embedder)
+            else:
+                vectors = self._embed_share(embedder, deadline)
+                if vectors is None:
+                    return self._continue()
+            self._store(embedder, vectors)
+        except ShareTaken:
+            return ShareResult(DUPLICATE)
+        except Restart:
+            self._forget()
+            return _restart([member.pk for member in self.live], deadline, lead=self.lead.outcome or "gone")
+        except IngestCancelled:
+            pass
+        except Exception as exc:  # the batch as a whole failed (the database, a bug): every document still in it
+            for member in self.live:
+                self._fail(member, exc)
+        self._forget()
+        self._log()
+        taken = tuple(member.pk for member in self.members[1:] if member.queued)
+        return ShareResult(self.lead.outcome or "gone", documents=taken)
+
+    def _continue(self) -> ShareResult:
+        elapsed = time.perf_counter() - self.started
+        logger.info(
+            "document %s (%s)%s: a share of its ingestion in %.2fs",
+            self.lead.pk, self.lead.name, self._others(), elapsed,
+        )  # fmt: skip
+        live = tuple(member.pk for member in self.live)
+        return ShareResult(CONTINUE, self.run, self.lead.pk, live)
+
+    def _others(self) -> str:
+        return f" and {len(self.members) - 1} more" if len(self.members) > 1 else ""
+
+    def _log(self) -> None:
+        elapsed = time.perf_counter() - self.started
+        if len(self.members) == 1:
+            logger.info("document %s (%s): %s in %.2fs", self.lead.pk, self.lead.name, self.lead.outcome, elapsed)
+            return
+        counts: dict[str, int] = {}
+        for member in self.members:
+            counts[member.outcome] = counts.get(member.outcome, 0) + 1
+        logger.info(
+            "documents %s (%s) and %s more: %s in %.2fs",
+            self.lead.pk, self.lead.name, len(self.members) - 1,
+            ", ".join(f"{count} {outcome}" for outcome, count in sorted(counts.items())), elapsed,
+        )  # fmt: skip
+
+    def _parse(self) -> None:
+        """Read and parse each document, then cut it into chunks; one that fails leaves the batch with its reason.
+        On a worker the chunks are kept as the run's first share."""
+        parsed = []
+        for member in self.members:
+            try:
+                parsed.append((member, self._sections(member)))
+            except Exception as exc:
+                self._fail(member, exc)
+        self.progress.set(IngestStage.CHUNK, STAGE_START[IngestStage.CHUNK])
+        for member, sections in parsed:
+            try:
+                member.drafts = self._drafts(sections)
+            except Exception as exc:
+                self._fail(member, exc)
+        if self.run and self.live:
+            kept = {"documents": [[m.pk, m.name, m.file, _drafts_rows(m.drafts)] for m in self.live]}
+            IngestShare.objects.create(
+                tenant_id=self.knowledge_base.tenant_id, document_id=self.lead.pk, run=self.run, number=0,
+                file=self.lead.file, count=sum(len(m.drafts) for m in self.live),
+                data=json.dumps(kept, ensure_ascii=False, separators=(",", ":")).encode(),
+            )  # fmt: skip
+        self.progress.set(IngestStage.EMBED, STAGE_START[IngestStage.EMBED])
+
+    def _sections(self, member: _Member) -> list:
+        return parse_document(_read(Document(file=member.file)), member.file_type)
+
+    def _drafts(self, sections: list) -> list[ChunkDraft]:
+        knowledge_base = self.knowledge_base
         drafts = chunk_sections(
             sections, chunk_size=knowledge_base.chunk_size, chunk_overlap=knowledge_base.chunk_overlap
         )
@@ -184,86 +446,229 @@ def _run_stages(document: Document, progress: _Progress, *, run: str, resume: bo
             raise ParseError(_("No text was found in the file."))
         if len(drafts) > setting("KNOWLEDGE_MAX_CHUNKS"):
             raise over_limit(_("%(count)s chunks") % {"count": f"{len(drafts):,}"}, "KNOWLEDGE_MAX_CHUNKS")
-        if run:
-            IngestShare.objects.create(
-                tenant_id=document.tenant_id, document_id=document.pk, run=run, number=0, file=file_name,
-                count=len(drafts), data=_drafts_bytes(drafts),
-            )  # fmt: skip
+        return drafts
 
-    def still_wanted() -> bool:
-        return Document.objects.filter(pk=document.pk, file=file_name).exists()
+    def _texts(self) -> tuple[list[str], list[_Member], list[int]]:
+        """Every chunk text of the batch, the document each belongs to, and the order they are embedded in
+        (shortest first, so each call, and the embedder's own smaller batches, pad little)."""
+        texts: list[str] = []
+        owners: list[_Member] = []
+        for member in self.members:
+            texts.extend(draft.text for draft in member.drafts)
+            owners.extend([member] * len(member.drafts))
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        return texts, owners, order
 
-    if not resume:
-        progress.set(IngestStage.EMBED, STAGE_START[IngestStage.EMBED])
-    embedder = embedder_for(knowledge_base)
-    texts = [draft.text for draft in drafts]
-    if deadline is None:
-        vectors = embed_in_batches(embedder, texts, progress, still_wanted)
-    else:
-        share = _embed_share(embedder, texts, document, run, file_name, progress, still_wanted, deadline)
-        if share is None:
-            return CONTINUE
-        vectors = share
+    def _embed_all(self, embedder: Embedder) -> np.ndarray:
+        """Every text's embedding at once (rows in `_texts` order; rows of documents that left stay zero)."""
+        texts, owners, order = self._texts()
+        rows = _Rows(len(texts))
+        for start in range(0, len(order), EMBED_BATCH):
+            if start:
+                self._check()
+            self._embed_into(embedder, rows, texts, owners, order[start : start + EMBED_BATCH])
+            self.progress.set(IngestStage.EMBED, _embed_percent(min(start + EMBED_BATCH, len(order)), len(order)))
+        return rows.matrix()
 
-    progress.set(IngestStage.INDEX, STAGE_START[IngestStage.INDEX])
-    terms = [" ".join(terms_for(draft.text)) for draft in drafts]
-    progress.set(IngestStage.INDEX, 95)
-    if not _replace_chunks(document, file_name, drafts, vectors, terms, embedder):
-        return "superseded"
-    _ensure_index(int(vectors.shape[1]))
-    return "ready"
+    def _embed_share(self, embedder: Embedder, deadline: float) -> np.ndarray | None:
+        """Embed the run's next texts until `deadline` (at least one batch) and keep them as the next share; None
+        while texts remain, else every text's embedding from the run's shares. ShareTaken when another delivery of
+        the run stored this share first."""
+        texts, owners, order = self._texts()
+        run = self.run
+        shares = list(
+            IngestShare.objects.filter(run=run, number__gt=0).order_by("number").values_list("number", "start", "count")
+        )
+        done = sum(count for _number, _start, count in shares)  # shares follow each other in embedding order
+        if done < len(order):
+            rows = _Rows(len(texts))
+            position = done
+            while position < len(order) and (position == done or time.monotonic() < deadline):
+                if position:
+                    self._check()
+                batch = order[position : position + EMBED_BATCH]
+                self._embed_into(embedder, rows, texts, owners, batch)
+                position += len(batch)
+                self.progress.set(IngestStage.EMBED, _embed_percent(position, len(order)))
+            block = rows.matrix()[order[done:position]]
+            number = shares[-1][0] + 1 if shares else 1
+            try:
+                with transaction.atomic():
+                    IngestShare.objects.create(
+                        tenant_id=self.knowledge_base.tenant_id, document_id=self.lead.pk, run=run,
+                        file=self.lead.file, number=number, start=done, count=len(block), data=_npy(block),
+                    )  # fmt: skip
+            except IntegrityError:
+                if not Document.objects.filter(pk=self.lead.pk).exists():
+                    raise Restart from None  # the first document was deleted: its shares went with it
+                raise ShareTaken from None
+            if position < len(order):
+                return None
+            shares.append((number, done, len(block)))
+        matrix: np.ndarray | None = None
+        for number, start, count in shares:
+            vectors = _share_vectors(run, number)
+            if not vectors.size:
+                continue
+            if matrix is None:
+                matrix = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            elif vectors.shape[1] != matrix.shape[1]:
+                raise IngestError(_("The embedder changed its vector size in the middle of a document."))
+            matrix[order[start : start + count]] = vectors
+        return matrix if matrix is not None else np.zeros((len(texts), 0), dtype=np.float32)
 
-
-def _embed_share(
-    embedder: Embedder,
-    texts: list[str],
-    document: Document,
-    run: str,
-    file_name: str,
-    progress: _Progress,
-    still_wanted: Callable[[], bool],
-    deadline: float,
-) -> np.ndarray | None:
-    """Embed the run's next texts until `deadline` (at least one batch) and keep them as the next share; None while
-    texts remain, else every text's embedding (rows in `texts` order) from the run's shares. ShareTaken when another
-    delivery of the run stored this share first."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # as embed_in_batches: shortest first
-    shares = list(
-        IngestShare.objects.filter(run=run, number__gt=0).order_by("number").values_list("number", "start", "count")
-    )
-    done = sum(count for _number, _start, count in shares)  # shares follow each other in embedding order
-    if done < len(order):
-        pieces: list[np.ndarray] = []
-        position = done
-        while position < len(order) and (position == done or time.monotonic() < deadline):
-            if position and not still_wanted():
-                raise IngestCancelled
-            batch = order[position : position + EMBED_BATCH]
-            pieces.append(_embed_batch(embedder, [texts[i] for i in batch]))
-            position += len(batch)
-            progress.set(IngestStage.EMBED, _embed_percent(position, len(order)))
-        block = np.concatenate(pieces)
-        number = shares[-1][0] + 1 if shares else 1
+    def _embed_into(
+        self, embedder: Embedder, rows: _Rows, texts: list[str], owners: list[_Member], batch: list[int]
+    ) -> None:
+        """Embed the texts at `batch` whose documents are still in the batch; when the embedder fails on texts of
+        several documents, they are embedded again in halves (by document) until the failing document is found,
+        which then fails alone."""
+        wanted = [i for i in batch if not owners[i].outcome]
+        if not wanted:
+            return
         try:
-            with transaction.atomic():
-                IngestShare.objects.create(
-                    tenant_id=document.tenant_id, document_id=document.pk, run=run, file=file_name,
-                    number=number, start=done, count=len(block), data=_npy(block),
-                )  # fmt: skip
-        except IntegrityError:
-            raise ShareTaken from None
-        if position < len(order):
-            return None
-        shares.append((number, done, len(block)))
-    rows: np.ndarray | None = None
-    for number, start, count in shares:
-        vectors = _share_vectors(run, number)
-        if rows is None:
-            rows = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
-        elif vectors.shape[1] != rows.shape[1]:
+            vectors = _embed_batch(embedder, [texts[i] for i in wanted])
+        except Exception as exc:
+            members = list(dict.fromkeys(owners[i] for i in wanted))
+            if len(members) == 1:
+                self._fail(members[0], exc)
+                if not self.live:
+                    raise IngestCancelled from None
+                return
+            half = set(members[: len(members) // 2])
+            self._embed_into(embedder, rows, texts, owners, [i for i in wanted if owners[i] in half])
+            self._embed_into(embedder, rows, texts, owners, [i for i in wanted if owners[i] not in half])
+            return
+        rows.put(wanted, vectors)
+
+    def _check(self) -> None:
+        """Drop the documents deleted, replaced or queued again since the batch began (one query); IngestCancelled
+        when none is left."""
+        live = self.live
+        current = {
+            pk: (file_name, status)
+            for pk, file_name, status in Document.objects.filter(pk__in=[m.pk for m in live]).values_list(
+                "pk", "file", "status"
+            )
+        }
+        for member in live:
+            found = current.get(member.pk)
+            if found is None:
+                member.outcome = "gone"
+            elif found != (member.file, DocumentStatus.PROCESSING):
+                member.outcome = "superseded"
+            if member.outcome:
+                logger.info("document %s (%s): deleted or replaced while ingested; stopped", member.pk, member.name)
+        if not self.live:
+            raise IngestCancelled
+
+    def _store(self, embedder: Embedder, vectors: np.ndarray) -> None:
+        """Swap the documents' chunks for the new ones and mark them ready, in one transaction (the documents whose
+        file was replaced or that were queued again meanwhile are left to the newer ingestion); then make sure the
+        vector index exists."""
+        self.progress.set(IngestStage.INDEX, STAGE_START[IngestStage.INDEX])
+        dimension = int(vectors.shape[1])
+        if not dimension:
+            raise IngestError(_("The embedder returned no vectors."))
+        tenant_id, knowledge_base_id, model = self.knowledge_base.tenant_id, self.knowledge_base.pk, embedder.model
+        chunks: list[tuple[_Member, Chunk]] = []
+        row = 0
+        for member in self.members:
+            for draft in member.drafts:
+                if not member.outcome:
+                    chunk = Chunk(
+                        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document_id=member.pk,
+                        position=draft.position, text=draft.text, token_count=draft.token_count,
+                        embedding=vectors[row], embedding_model=model, embedding_dim=dimension,
+                        terms=" ".join(terms_for(draft.text)), metadata=draft.metadata,
+                    )  # fmt: skip
+                    chunks.append((member, chunk))
+                row += 1
+        self.progress.set(IngestStage.INDEX, 95)
+        if self._swap(embedder, chunks):
+            _ensure_index(dimension)
+
+    @transaction.atomic
+    def _swap(self, embedder: Embedder, chunks: list[tuple[_Member, Chunk]]) -> bool:
+        live = self.live
+        current = dict(
+            Document.objects.select_for_update()
+            .filter(pk__in=[m.pk for m in live], status=DocumentStatus.PROCESSING)
+            .values_list("pk", "file")
+        )
+        stored = [m for m in live if current.get(m.pk) == m.file]
+        for member in live:
+            if current.get(member.pk) != member.file:
+                member.outcome = "superseded" if member.pk in current or self._exists(member) else "gone"
+        if not stored:
+            return False
+        Chunk.objects.filter(document_id__in=[m.pk for m in stored]).delete()
+        Chunk.objects.bulk_create([chunk for member, chunk in chunks if member.outcome == ""], batch_size=WRITE_BATCH)
+        now = timezone.now()
+        by_count: dict[int, list[int]] = {}  # one UPDATE per chunk count (small documents: a handful)
+        for member in stored:
+            by_count.setdefault(len(member.drafts), []).append(member.pk)
+        for chunk_count, ids in by_count.items():
+            Document.objects.filter(pk__in=ids).update(
+                status=DocumentStatus.READY,
+                stage=IngestStage.DONE,
+                progress=100,
+                error="",
+                chunk_count=chunk_count,
+                embedded_with=embedder.signature(),
+                ingested_at=now,
+                updated_at=now,
+            )
+        KnowledgeBase.objects.filter(pk=self.knowledge_base.pk).update(revision=F("revision") + 1)
+        for member in stored:
+            member.outcome = "ready"
+        return True
+
+    @staticmethod
+    def _exists(member: _Member) -> bool:
+        return Document.objects.filter(pk=member.pk).exists()
+
+    def _fail(self, member: _Member, exc: BaseException) -> None:
+        """Mark one document failed with the reason for its row (an unexpected error: its type, the traceback goes
+        to the log); it leaves the batch."""
+        stage = self.progress.current
+        if isinstance(exc, (ParseError, EmbedderError, IngestError)):
+            message = str(exc)
+            logger.info("document %s (%s) failed at %s: %s", member.pk, member.name, stage, exc)
+        else:
+            logger.error("document %s (%s) failed at %s", member.pk, member.name, stage, exc_info=exc)
+            label = IngestStage(stage).label if stage else ""
+            message = _(
+                "Unexpected error while %(stage)s: %(error)s. The details are in the server log; re-ingest to retry."
+            ) % {"stage": str(label).lower(), "error": exc.__class__.__name__}
+        member.outcome = "failed"
+        fields = {"status": DocumentStatus.FAILED, "error": message[:2000], "updated_at": timezone.now()}
+        if stage:
+            fields["stage"] = stage  # the row says where it stopped
+        Document.objects.filter(pk=member.pk).update(**fields)
+
+    def _forget(self) -> None:
+        """Drop what the run kept between its shares (it ended)."""
+        if self.run:
+            IngestShare.objects.filter(run=self.run).delete()
+
+
+class _Rows:
+    """The embeddings of a batch's texts as they come (rows of texts not embedded stay zero)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.rows: np.ndarray | None = None
+
+    def put(self, indices: list[int], vectors: np.ndarray) -> None:
+        if self.rows is None:
+            self.rows = np.zeros((self.count, vectors.shape[1]), dtype=np.float32)
+        elif vectors.shape[1] != self.rows.shape[1]:
             raise IngestError(_("The embedder changed its vector size in the middle of a document."))
-        rows[order[start : start + count]] = vectors
-    return rows if rows is not None else np.zeros((0, 0), dtype=np.float32)
+        self.rows[indices] = vectors
+
+    def matrix(self) -> np.ndarray:
+        return self.rows if self.rows is not None else np.zeros((self.count, 0), dtype=np.float32)
 
 
 def _share_vectors(run: str, number: int) -> np.ndarray:
@@ -277,19 +682,12 @@ def _npy(vectors: np.ndarray) -> bytes:
     return out.getvalue()
 
 
-def _drafts_bytes(drafts: list[ChunkDraft]) -> bytes:
-    rows = [[draft.position, draft.text, draft.token_count, draft.metadata] for draft in drafts]
-    return json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode()
+def _drafts_rows(drafts: list[ChunkDraft]) -> list[list]:
+    return [[draft.position, draft.text, draft.token_count, draft.metadata] for draft in drafts]
 
 
-def _drafts_from(data: bytes) -> list[ChunkDraft]:
-    return [ChunkDraft(position, text, tokens, metadata) for position, text, tokens, metadata in json.loads(data)]
-
-
-def _forget(run: str) -> None:
-    """Drop what a run kept between its shares (it ended)."""
-    if run:
-        IngestShare.objects.filter(run=run).delete()
+def _drafts_from(rows: list[list]) -> list[ChunkDraft]:
+    return [ChunkDraft(position, text, tokens, metadata) for position, text, tokens, metadata in rows]
 
 
 def _read(document: Document) -> bytes:
@@ -298,33 +696,6 @@ def _read(document: Document) -> bytes:
             return handle.read()
     except (FileNotFoundError, OSError, ValueError) as exc:
         raise IngestError(_("The uploaded file is missing from storage. Upload it again.")) from exc
-
-
-def embed_in_batches(
-    embedder: Embedder,
-    texts: list[str],
-    progress: _Progress | None = None,
-    still_wanted: Callable[[], bool] | None = None,
-) -> np.ndarray:
-    """Embeddings of `texts` (rows in the same order), computed shortest first in batches of EMBED_BATCH, with
-    progress moving from the embed stage's start to the index stage's start after each batch. Before each batch
-    after the first, `still_wanted()` (one query) says whether the document still exists as it was; if not,
-    IngestCancelled."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    rows: np.ndarray | None = None
-    for start in range(0, len(order), EMBED_BATCH):
-        if start and still_wanted is not None and not still_wanted():
-            raise IngestCancelled
-        batch = order[start : start + EMBED_BATCH]
-        vectors = _embed_batch(embedder, [texts[i] for i in batch])
-        if rows is None:
-            rows = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
-        elif vectors.shape[1] != rows.shape[1]:
-            raise IngestError(_("The embedder changed its vector size in the middle of a document."))
-        rows[batch] = vectors
-        if progress is not None:
-            progress.set(IngestStage.EMBED, _embed_percent(min(start + EMBED_BATCH, len(order)), len(order)))
-    return rows if rows is not None else np.zeros((0, 0), dtype=np.float32)
 
 
 def _embed_batch(embedder: Embedder, texts: list[str]) -> np.ndarray:
@@ -346,56 +717,6 @@ def _embed_percent(done: int, total: int) -> float:
     return start + (end - start) * done / total
 
 
-@transaction.atomic
-def _replace_chunks(
-    document: Document,
-    file_name: str,
-    drafts: list[ChunkDraft],
-    vectors: np.ndarray,
-    terms: list[str],
-    embedder: Embedder,
-) -> bool:
-    """Swap the document's chunks for the new ones and mark it ready, in one transaction. False when the
-    document's file was replaced while this ran (the ingestion queued for the new file does the work)."""
-    current = Document.objects.select_for_update().filter(pk=document.pk).values("file").first()
-    if current is None or current["file"] != file_name:
-        return False
-    dimension = int(vectors.shape[1])
-    Chunk.objects.filter(document_id=document.pk).delete()
-    Chunk.objects.bulk_create(
-        [
-            Chunk(
-                tenant_id=document.tenant_id,
-                knowledge_base_id=document.knowledge_base_id,
-                document_id=document.pk,
-                position=draft.position,
-                text=draft.text,
-                token_count=draft.token_count,
-                embedding=vector,
-                embedding_model=embedder.model,
-                embedding_dim=dimension,
-                terms=term_text,
-                metadata=draft.metadata,
-            )
-            for draft, vector, term_text in zip(drafts, vectors, terms, strict=True)
-        ],
-        batch_size=WRITE_BATCH,
-    )
-    now = timezone.now()
-    Document.objects.filter(pk=document.pk).update(
-        status=DocumentStatus.READY,
-        stage=IngestStage.DONE,
-        progress=100,
-        error="",
-        chunk_count=len(drafts),
-        embedded_with=embedder.signature(),
-        ingested_at=now,
-        updated_at=now,
-    )
-    KnowledgeBase.objects.filter(pk=document.knowledge_base_id).update(revision=F("revision") + 1)
-    return True
-
-
 def _ensure_index(dimension: int) -> None:
     from knowledge import vectorstore
 
@@ -404,9 +725,3 @@ def _ensure_index(dimension: int) -> None:
             vectorstore.ensure_index(dimension)
     except Exception:  # the chunks are stored and searchable (exactly) without the index; the log says why
         logger.exception("could not create the vector index for dimension %s", dimension)
-
-
-def _fail(document: Document, message: str) -> None:
-    Document.objects.filter(pk=document.pk).update(
-        status=DocumentStatus.FAILED, error=message[:2000], updated_at=timezone.now()
-    )

@@ -3,6 +3,7 @@ upload, replace, re-ingest, delete. Ingestion itself is knowledge/ingest.py, que
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -129,8 +130,9 @@ def _checked_upload(name: str, content: bytes) -> str:
 class _IngestLine:
     """The embedded default has no worker: uploads are ingested on background threads of this process, so the
     upload answers at once and the page shows the progress, as it does with a Celery worker. One document at a time
-    per tenant, tenants side by side on KNOWLEDGE_INGEST_THREADS threads, and a tenant with more documents goes to
-    the back of the line after each one: one tenant's big document never holds back another tenant's small one."""
+    per tenant (with the small documents queued after it in its knowledge base: their turns are then dropped),
+    tenants side by side on KNOWLEDGE_INGEST_THREADS threads, and a tenant with more documents goes to the back of
+    the line after each one: one tenant's big document never holds back another tenant's small one."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -153,18 +155,23 @@ class _IngestLine:
     def _one(self, tenant_id: int) -> None:
         from django.db import close_old_connections
 
-        from knowledge.tasks import ingest_document
+        from knowledge.tasks import ingest_queued
 
         with self.lock:
             document_id = self.waiting[tenant_id].popleft()
+        taken: list[int] = []
         try:
-            ingest_document(tenant_id, document_id)
+            taken = ingest_queued(tenant_id, document_id)[1]
         except Exception:
             logger.exception("background ingestion of document %s failed", document_id)
         finally:
             close_old_connections()
             with self.lock:
-                more = bool(self.waiting[tenant_id])
+                line = self.waiting[tenant_id]
+                for taken_id in taken:  # ingested along with this one: their turns are spent (the first of each)
+                    with contextlib.suppress(ValueError):  # not booked yet (its upload's commit callback is to come)
+                        line.remove(taken_id)
+                more = bool(line)
                 if not more:
                     del self.waiting[tenant_id]
                 executor = self.executor
