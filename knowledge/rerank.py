@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from core.conf import setting
-from knowledge.embedders import EmbedderError, local_embedder
+from knowledge.embedders import EmbedderError, embed_threads, local_embedder
 from knowledge.models import Chunk, EmbedderKind, KnowledgeBase
 from knowledge.retrieval import Ranking, SearchHit, fuse_zscore, query_vector
 
@@ -58,13 +58,20 @@ class EmbedderReranker:
             ).values_list("pk", "embedding")
         )
         out: dict[int, float] = {}
+        missing: list[SearchHit] = []
         for hit in hits:
-            if hit.chunk_id in stored and stored[hit.chunk_id] is not None:
+            if stored.get(hit.chunk_id) is not None:
                 out[hit.chunk_id] = float(np.asarray(stored[hit.chunk_id], dtype=np.float32) @ vector)
-                continue
+            else:
+                missing.append(hit)
+        # The others best first, as many at a time as the model runs side by side, until the budget is spent.
+        step = embed_threads()
+        for start in range(0, len(missing), step):
             if time.monotonic() >= deadline:
                 break
-            out[hit.chunk_id] = float(self.embedder.embed([hit.text])[0] @ vector)
+            batch = missing[start : start + step]
+            for hit, row in zip(batch, self.embedder.embed([hit.text for hit in batch]), strict=True):
+                out[hit.chunk_id] = float(row @ vector)
         return out
 
 
