@@ -28,16 +28,19 @@ import datetime as dt
 import io
 import json
 import logging
+import queue
+import threading
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from core.conf import setting
@@ -63,7 +66,8 @@ WRITE_BATCH = 500
 SMALL_DOCUMENT_BYTES = 64 * 1024
 BATCH_DOCUMENTS = 200
 BATCH_BYTES = 256 * 1024
-# A batch of several documents writes their progress at most this often (a write updates every row of the batch).
+# A batch of several documents writes their progress, and checks whether they are still wanted, at most this often
+# (a write updates every row of the batch; a check reads them all).
 PROGRESS_SECONDS = 1.0
 # The outcome of a share after which the ingestion goes on in another task (the run is passed on).
 CONTINUE = "continue"
@@ -329,6 +333,7 @@ class _Batch:
         self.parsed = parsed
         self.progress = _Progress(members)
         self.started = time.perf_counter()
+        self.checked = time.monotonic()
         stage = IngestStage.EMBED if parsed else IngestStage.PARSE
         self.progress.stage = self.progress.current = stage
         self.progress.percent = STAGE_START[stage]
@@ -357,24 +362,34 @@ class _Batch:
 
     def go(self, deadline: float | None) -> ShareResult:
         try:
+            if deadline is None and not self.parsed and len(self.members) > 1:
+                embedder = embedder_for(self.knowledge_base)
+                vectors, terms_list = self._stream(embedder)
+                if not self.live:
+                    raise IngestCancelled
+                self._store(embedder, vectors, terms_list)
+                raise _Done
             if not self.parsed:
                 self._parse()
             if not self.live:
                 raise IngestCancelled
             embedder = embedder_for(self.knowledge_base)
+            terms: Future[list[str]] | None = None
             if deadline is None:
+                # The keyword terms are cut while the embedder works (its threads leave the interpreter free).
+                terms = _helper().submit(self._terms)
                 vectors = self._embed_all(embedder)
             else:
                 vectors = self._embed_share(embedder, deadline)
                 if vectors is None:
                     return self._continue()
-            self._store(embedder, vectors)
+            self._store(embedder, vectors, terms.result() if terms is not None else self._terms())
         except ShareTaken:
             return ShareResult(DUPLICATE)
         except Restart:
             self._forget()
             return _restart([member.pk for member in self.live], deadline, lead=self.lead.outcome or "gone")
-        except IngestCancelled:
+        except (IngestCancelled, _Done):
             pass
         except Exception as exc:  # the batch as a whole failed (the database, a bug): every document still in it
             for member in self.live:
@@ -434,6 +449,58 @@ class _Batch:
             )  # fmt: skip
         self.progress.set(IngestStage.EMBED, STAGE_START[IngestStage.EMBED])
 
+    def _stream(self, embedder: Embedder) -> tuple[np.ndarray, list[str]]:
+        """Several documents, whole: a helper thread reads, parses, cuts and segments them one after the other while
+        the embedder embeds the texts of those already cut, EMBED_BATCH at a time (on two cores the parsing then
+        takes the room the embedder's threads leave, instead of running alone before them). A document that fails
+        there leaves the batch with its reason. The embeddings and the terms, in `_texts` order."""
+        results: queue.Queue = queue.Queue()
+        stop = threading.Event()
+
+        language = translation.get_language()
+
+        def cut() -> None:  # no database here: the helper thread has no tenant scope, nor the caller's transaction
+            with translation.override(language):  # the caller's language for the error messages
+                self._cut_all(results, stop)
+
+        rows = _Rows()
+        texts: list[str] = []
+        owners: list[_Member] = []
+        terms: list[str] = []
+        pending: list[int] = []
+        self.progress.set(IngestStage.EMBED, STAGE_START[IngestStage.EMBED])
+        _helper().submit(cut)
+        try:
+            for number in range(1, len(self.members) + 1):
+                member, drafts, member_terms, exc = results.get()
+                if exc is not None and not member.outcome:
+                    self._fail(member, exc, stage=IngestStage.PARSE)
+                elif exc is None:
+                    member.drafts = drafts
+                    pending.extend(range(len(texts), len(texts) + len(drafts)))
+                    texts.extend(draft.text for draft in drafts)
+                    owners.extend([member] * len(drafts))
+                    terms.extend(member_terms)
+                while len(pending) >= EMBED_BATCH or (pending and number == len(self.members)):
+                    self._check()
+                    batch, pending = pending[:EMBED_BATCH], pending[EMBED_BATCH:]
+                    self._embed_into(embedder, rows, texts, owners, batch)
+                    self.progress.set(IngestStage.EMBED, _embed_percent(number, len(self.members)))
+        finally:
+            stop.set()
+        return rows.matrix(len(texts)), terms
+
+    def _cut_all(self, results: queue.Queue, stop: threading.Event) -> None:
+        """Each document's chunks and terms, or the exception it failed with, onto `results`, in order."""
+        for member in self.members:
+            if stop.is_set():
+                return
+            try:
+                drafts = self._drafts(self._sections(member))
+                results.put((member, drafts, [" ".join(terms_for(draft.text)) for draft in drafts], None))
+            except Exception as exc:
+                results.put((member, [], [], exc))
+
     def _sections(self, member: _Member) -> list:
         return parse_document(_read(Document(file=member.file)), member.file_type)
 
@@ -462,13 +529,13 @@ class _Batch:
     def _embed_all(self, embedder: Embedder) -> np.ndarray:
         """Every text's embedding at once (rows in `_texts` order; rows of documents that left stay zero)."""
         texts, owners, order = self._texts()
-        rows = _Rows(len(texts))
+        rows = _Rows()
         for start in range(0, len(order), EMBED_BATCH):
             if start:
                 self._check()
             self._embed_into(embedder, rows, texts, owners, order[start : start + EMBED_BATCH])
             self.progress.set(IngestStage.EMBED, _embed_percent(min(start + EMBED_BATCH, len(order)), len(order)))
-        return rows.matrix()
+        return rows.matrix(len(texts))
 
     def _embed_share(self, embedder: Embedder, deadline: float) -> np.ndarray | None:
         """Embed the run's next texts until `deadline` (at least one batch) and keep them as the next share; None
@@ -481,7 +548,7 @@ class _Batch:
         )
         done = sum(count for _number, _start, count in shares)  # shares follow each other in embedding order
         if done < len(order):
-            rows = _Rows(len(texts))
+            rows = _Rows()
             position = done
             while position < len(order) and (position == done or time.monotonic() < deadline):
                 if position:
@@ -490,7 +557,7 @@ class _Batch:
                 self._embed_into(embedder, rows, texts, owners, batch)
                 position += len(batch)
                 self.progress.set(IngestStage.EMBED, _embed_percent(position, len(order)))
-            block = rows.matrix()[order[done:position]]
+            block = rows.matrix(len(texts))[order[done:position]]
             number = shares[-1][0] + 1 if shares else 1
             try:
                 with transaction.atomic():
@@ -542,8 +609,13 @@ class _Batch:
         rows.put(wanted, vectors)
 
     def _check(self) -> None:
-        """Drop the documents deleted, replaced or queued again since the batch began (one query); IngestCancelled
-        when none is left."""
+        """Drop the documents deleted, replaced or queued again since the batch began (one query; for a batch of
+        several documents at most every PROGRESS_SECONDS, the write re-checks them anyway); IngestCancelled when
+        none is left."""
+        now = time.monotonic()
+        if len(self.members) > 1 and now - self.checked < PROGRESS_SECONDS:
+            return
+        self.checked = now
         live = self.live
         current = {
             pk: (file_name, status)
@@ -562,7 +634,11 @@ class _Batch:
         if not self.live:
             raise IngestCancelled
 
-    def _store(self, embedder: Embedder, vectors: np.ndarray) -> None:
+    def _terms(self) -> list[str]:
+        """Every chunk text's keyword terms (in `_texts` order), as stored for BM25."""
+        return [" ".join(terms_for(draft.text)) for member in self.members for draft in member.drafts]
+
+    def _store(self, embedder: Embedder, vectors: np.ndarray, terms: list[str]) -> None:
         """Swap the documents' chunks for the new ones and mark them ready, in one transaction (the documents whose
         file was replaced or that were queued again meanwhile are left to the newer ingestion); then make sure the
         vector index exists."""
@@ -580,7 +656,7 @@ class _Batch:
                         tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document_id=member.pk,
                         position=draft.position, text=draft.text, token_count=draft.token_count,
                         embedding=vectors[row], embedding_model=model, embedding_dim=dimension,
-                        terms=" ".join(terms_for(draft.text)), metadata=draft.metadata,
+                        terms=terms[row], metadata=draft.metadata,
                     )  # fmt: skip
                     chunks.append((member, chunk))
                 row += 1
@@ -628,10 +704,10 @@ class _Batch:
     def _exists(member: _Member) -> bool:
         return Document.objects.filter(pk=member.pk).exists()
 
-    def _fail(self, member: _Member, exc: BaseException) -> None:
+    def _fail(self, member: _Member, exc: BaseException, *, stage: str | None = None) -> None:
         """Mark one document failed with the reason for its row (an unexpected error: its type, the traceback goes
-        to the log); it leaves the batch."""
-        stage = self.progress.current
+        to the log); it leaves the batch. `stage`: where it failed, when not where the batch is."""
+        stage = stage or self.progress.current
         if isinstance(exc, (ParseError, EmbedderError, IngestError)):
             message = str(exc)
             logger.info("document %s (%s) failed at %s: %s", member.pk, member.name, stage, exc)
@@ -653,22 +729,40 @@ class _Batch:
             IngestShare.objects.filter(run=self.run).delete()
 
 
+_helpers: ThreadPoolExecutor | None = None
+_helpers_lock = threading.Lock()
+
+
+def _helper() -> ThreadPoolExecutor:
+    """Threads for the work done while the embedder runs (one per ingestion thread of the embedded default)."""
+    global _helpers
+    with _helpers_lock:
+        if _helpers is None:
+            threads = max(2, int(setting("KNOWLEDGE_INGEST_THREADS")))
+            _helpers = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ingest-helper")
+        return _helpers
+
+
 class _Rows:
     """The embeddings of a batch's texts as they come (rows of texts not embedded stay zero)."""
 
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.rows: np.ndarray | None = None
+    def __init__(self) -> None:
+        self.pieces: list[tuple[list[int], np.ndarray]] = []
 
     def put(self, indices: list[int], vectors: np.ndarray) -> None:
-        if self.rows is None:
-            self.rows = np.zeros((self.count, vectors.shape[1]), dtype=np.float32)
-        elif vectors.shape[1] != self.rows.shape[1]:
+        if self.pieces and vectors.shape[1] != self.pieces[0][1].shape[1]:
             raise IngestError(_("The embedder changed its vector size in the middle of a document."))
-        self.rows[indices] = vectors
+        self.pieces.append((indices, vectors))
 
-    def matrix(self) -> np.ndarray:
-        return self.rows if self.rows is not None else np.zeros((self.count, 0), dtype=np.float32)
+    def matrix(self, count: int) -> np.ndarray:
+        rows = np.zeros((count, self.pieces[0][1].shape[1] if self.pieces else 0), dtype=np.float32)
+        for indices, vectors in self.pieces:
+            rows[indices] = vectors
+        return rows
+
+
+class _Done(Exception):
+    """The batch is stored (leaves `_Batch.go`'s stages early)."""
 
 
 def _share_vectors(run: str, number: int) -> np.ndarray:

@@ -137,7 +137,8 @@ def test_a_failing_document_fails_alone_with_its_reason(kb, monkeypatch):
 
 
 def test_deleting_or_replacing_one_in_the_middle_of_a_batch_leaves_only_it_out(kb, monkeypatch):
-    monkeypatch.setattr(ingest_module, "EMBED_BATCH", 4)  # several embedding calls, checked between them
+    monkeypatch.setattr(ingest_module, "EMBED_BATCH", 4)  # several embedding calls,
+    monkeypatch.setattr(ingest_module, "PROGRESS_SECONDS", 0)  # checked between them (not at most every second)
 
     def meanwhile(call: int) -> None:
         if call == 1:
