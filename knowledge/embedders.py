@@ -265,7 +265,12 @@ class LocalE5(LocalMiniLM):
     def _file(self):
         from knowledge import e5_onnx
 
-        return e5_onnx.read(e5_onnx.package_file())
+        try:
+            return e5_onnx.read(e5_onnx.package_file())
+        except e5_onnx.ModelFileError as exc:
+            raise EmbedderError(
+                f"本地多语言模型不可用（{exc}）。 / The local multilingual model is not available ({exc})."
+            ) from exc
 
     @cached_property
     def _tokenizer(self):
@@ -276,7 +281,12 @@ class LocalE5(LocalMiniLM):
     def _built_model(self) -> Path:
         from knowledge import e5_onnx
 
-        return e5_onnx.model_file()
+        try:
+            return e5_onnx.model_file()
+        except e5_onnx.ModelFileError as exc:
+            raise EmbedderError(
+                f"本地多语言模型不可用（{exc}）。 / The local multilingual model is not available ({exc})."
+            ) from exc
 
     def token_ids(self, texts: list[str], *, query: bool = False) -> list[list[int]]:
         from knowledge.e5_onnx import PASSAGE_PREFIX, QUERY_PREFIX

