@@ -401,10 +401,11 @@ def scale_test(tenant, source, size: int, queries: dict[str, str], seed: int = 7
         )
     measure_refresh(knowledge_base, document, rows, texts[0])
     if connection.vendor == "postgresql":
-        from knowledge.embedders import local_embedder
+        from knowledge.embedders import embedder_for
 
-        vector = local_embedder().embed([texts[0]])[0]
-        queryset = vectorstore.PgvectorBackend()._queryset(knowledge_base, local_embedder().model, vector, 10)
+        embedder = embedder_for(knowledge_base)
+        vector = embedder.embed([texts[0]], query=True)[0]
+        queryset = vectorstore.PgvectorBackend()._queryset(knowledge_base, embedder.model, vector, 10)
         plan = re.sub(r"'\[[^']*\]'", "'[...]'", queryset.explain())
         print("  plan: " + " | ".join(line.strip() for line in plan.splitlines()[:4]))
 
