@@ -209,7 +209,14 @@ def ingest_corpus(tenant, name: str, documents: dict[str, str], embedder: str):
 
 
 def measure_ingestion(
-    tenant, texts: list[str], *, chunks_wanted: int, chunk_size: int, small_documents: int, embedder_kind: str
+    tenant,
+    texts: list[str],
+    *,
+    chunks_wanted: int,
+    chunk_size: int,
+    small_documents: int,
+    embedder_kind: str,
+    workers: list[int] = (),
 ) -> None:
     """Chunks per second through the real ingestion (no cache) against the embedder alone on the same chunk texts,
     for two shapes: one large document cut into ~200-token chunks (the chunker ends chunks at sentence ends below
@@ -246,6 +253,76 @@ def measure_ingestion(
             make_document(knowledge_base, f"small-{i}.txt", text).pk for i, text in enumerate(texts[:small_documents])
         ]
         _time_ingestion(f"{len(ids):,} small documents", knowledge_base, ids, embedder)
+    if workers:
+        _time_on_workers(tenant, texts[: small_documents or 2000], workers, kind)
+
+
+def _time_on_workers(tenant, texts: list[str], counts: list[int], kind: str) -> None:
+    """The small documents queued one task each on the broker (REDIS_URL) and ingested by 1, 2, ... Celery workers
+    (solo pool, KNOWLEDGE_EMBED_THREADS=1 each): chunks/s, and each count against one worker."""
+    import subprocess
+
+    import redis
+    from celery import current_app
+    from django.conf import settings
+
+    from knowledge.models import Document, KnowledgeBase
+    from knowledge.tasks import ingest_document
+
+    if not str(settings.CELERY_BROKER_URL).startswith("redis"):
+        print("  workers: set REDIS_URL (a Redis database of your own) to measure Celery workers")
+        return
+    env = {**os.environ, "KNOWLEDGE_EMBED_THREADS": "1", "CELERY_TASK_ALWAYS_EAGER": "0", "DJANGO_DEBUG": "1",
+           "CELERY_BROKER_URL": settings.CELERY_BROKER_URL}  # fmt: skip
+    logs = Path(tempfile.mkdtemp(prefix="kb-bench-workers-"))
+    current_app.conf.task_always_eager = False
+
+    def ingest(name: str, documents: list[str]) -> tuple[float, int]:
+        knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=name, embedder=kind)
+        ids = [make_document(knowledge_base, f"{name}-{i}.txt", text).pk for i, text in enumerate(documents)]
+        started = time.perf_counter()
+        for document_id in ids:
+            ingest_document.delay(tenant.pk, document_id)
+        waiting = Document.objects.filter(knowledge_base=knowledge_base, status__in=["pending", "processing"])
+        while waiting.exists():
+            time.sleep(0.2)
+        return time.perf_counter() - started, knowledge_base.chunks.count()
+
+    rates = {}
+    for count in counts:
+        client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+        client.delete("celery", "unacked", "unacked_index", "unacked_mutex")
+        client.close()
+        processes = []
+        for n in range(count):
+            command = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=INFO",
+                       "--without-gossip", "--without-mingle", "--without-heartbeat",
+                       "-n", f"kb-bench-{count}-{n}@%h"]  # fmt: skip
+            with (logs / f"{count}-{n}.log").open("w") as out:
+                root = Path(__file__).resolve().parent.parent
+                worker = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603 (our own command line)
+                processes.append(worker)
+        try:
+            deadline = time.monotonic() + 120
+            while (
+                sum("ready." in (logs / f"{count}-{n}.log").read_text(errors="replace") for n in range(count)) < count
+            ):
+                if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+                    raise RuntimeError(f"the Celery workers did not start: see {logs}")
+                time.sleep(0.3)
+            ingest(f"warm-up {count}", texts[: 4 * count])  # each worker loads the model once
+            elapsed, chunks = ingest(f"{count} workers", texts)
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.wait(timeout=30)
+        rates[count] = chunks / elapsed
+        print(
+            f"  {len(texts):,} small documents on {count} Celery worker(s): {chunks} chunks in {elapsed:.1f} s = "
+            f"{rates[count]:.1f} chunks/s ({rates[count] / rates[counts[0]]:.2f}x {counts[0]} worker(s); logs {logs})"
+        )
+    current_app.conf.task_always_eager = True
 
 
 def _time_ingestion(shape: str, knowledge_base, document_ids: list[int], embedder) -> None:
@@ -477,6 +554,11 @@ def main() -> None:
         "--ingest-small", type=int, default=0, help="also ingest this many small documents (en_dbpedia entries)"
     )
     parser.add_argument(
+        "--ingest-workers",
+        default="",
+        help="also ingest the small documents on this many Celery workers, e.g. 1,2 (needs REDIS_URL)",
+    )
+    parser.add_argument(
         "--ingest-embedder", default="local", help="the local model for the ingestion speed (local, local_multilingual)"
     )
     parser.add_argument("--scale", type=int, default=0, help="also time queries over this many chunks")
@@ -497,11 +579,12 @@ def main() -> None:
     print(f"database: {connection.vendor} ({url.split('@')[-1]}), vector backend: {vectorstore.backend_name()}")
     tenant = Tenant.objects.create(name="kb bench", slug="kb-bench")
     with tenant_scope(tenant):
-        if args.ingest_chunks or args.ingest_small:
+        if args.ingest_chunks or args.ingest_small or args.ingest_workers:
             texts = list(load_set("en_dbpedia", "test")[0].values())
             measure_ingestion(
                 tenant, texts, chunks_wanted=args.ingest_chunks, chunk_size=args.ingest_chunk_size,
                 small_documents=args.ingest_small, embedder_kind=args.ingest_embedder,
+                workers=[int(count) for count in args.ingest_workers.split(",") if count],
             )  # fmt: skip
         kinds = [kind for kind in args.embedders.split(",") if kind]
         real = {kind: embedders.local_embedder(kind) for kind in kinds}
