@@ -6,6 +6,7 @@ tasks find them taken at the cost of one query, and on a worker the batch goes i
 from __future__ import annotations
 
 import hashlib
+import time
 
 import numpy as np
 import pytest
@@ -200,3 +201,36 @@ def test_a_batch_in_shares_on_a_worker_survives_the_loss_of_its_first_document(k
         assert statuses.pop(documents[0].name) == "deleted" and set(statuses.values()) == {"ready"}
         assert Chunk.objects.filter(knowledge_base=kb).count() == 9
         assert not IngestShare.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_defaults_line_runs_one_batch_for_an_upload_of_many_files(tenant, settings, monkeypatch):
+    from django.db import transaction
+
+    from knowledge import tasks
+    from knowledge.services import knowledge_base_create
+
+    settings.KNOWLEDGE_INGEST_IN_THREAD = True
+    embedder = HashedEmbedder()
+    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: embedder)
+    outcomes: list[str] = []
+    real = tasks.ingest_queued
+
+    def recording(tenant_id: int, document_id: int):
+        outcome, taken = real(tenant_id, document_id)
+        outcomes.append(outcome)
+        return outcome, taken
+
+    monkeypatch.setattr(tasks, "ingest_queued", recording)
+    with tenant_scope(tenant):
+        kb = knowledge_base_create(tenant=tenant, name="Notes")
+        with transaction.atomic():  # the page uploads several files in one request
+            documents = [document_add(knowledge_base=kb, name=f"note-{n}.txt", content=_note(n)) for n in range(8)]
+        deadline = time.monotonic() + 60
+        while Document.objects.filter(knowledge_base=kb, status__in=["pending", "processing"]).exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert set(_statuses(documents).values()) == {"ready"}
+    # One turn did the work; the others were dropped from the line (or, booked late, found their document taken).
+    assert [outcome for outcome in outcomes if outcome != TAKEN] == ["ready"]
+    assert sum(embedder.calls) == 8
