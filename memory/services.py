@@ -100,11 +100,9 @@ def message_add(
     usage: dict[str, Any] | None = None,
     active: bool = True,
 ) -> Message:
-    """Store a message and make it active; a message whose client_id was already stored is returned as it was."""
-    if client_id:
-        existing = Message.objects.filter(conversation=conversation, client_id=client_id).first()
-        if existing is not None:
-            return existing
+    """Store a message and make it active; a message whose client_id was already stored is returned as it was
+    (found when the unique constraint refuses the insert: the one caller with a client_id has just looked it up,
+    so a duplicate here is a race, and looking again first would cost every turn a statement)."""
     tokens = overflow.message_tokens(role, content, tool_calls, tool_call_id, conversation.model or "gpt-4")
     try:
         with transaction.atomic():
