@@ -50,7 +50,8 @@ class KnowledgeBaseForm(forms.ModelForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["chunk_size"].help_text = _(
-            "Tokens per chunk (32-2000). About 200 suits the local model, which reads at most 256 of its own tokens."
+            "Tokens per chunk (32-2000). About 200 suits the local models: the English one reads at most 256 of its "
+            "own tokens, the multilingual one 512."
         )
         self.fields["chunk_overlap"].help_text = _(
             "Tokens each chunk repeats from the one before it, in whole sentences; smaller than the chunk size."

@@ -28,7 +28,8 @@ ALLOWED = {
     "BM25", "Markdown", "PDF", "MD", "CSV", "DOCX", "HTML", "TXT",
     # names: of the language in the language menu, of model providers and models, of API documentation tools
     "English", "OpenAI", "DeepSeek", "Qwen", "Ollama", "vLLM", "GPT-3.5", "GPT-4", "GPT-4o", "bge-m3",
-    "all-MiniLM-L6-v2", "all-MiniLM-L6-v2-qint8", "Swagger", "UI", "ReDoc", "OpenAPI", "tiktoken", "pgvector",
+    "all-MiniLM-L6-v2", "all-MiniLM-L6-v2-qint8", "multilingual-e5-small", "multilingual-e5-small-qint8",
+    "Swagger", "UI", "ReDoc", "OpenAPI", "tiktoken", "pgvector",
     # units and the finance terms of the PV demo
     "kWh", "kW", "h", "KB", "MB", "IRR", "NPV",
 }  # fmt: skip
