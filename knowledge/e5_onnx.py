@@ -18,12 +18,10 @@ The reference is the same weights in float32, run in numpy (knowledge.embedders.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import re
 import struct
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -43,7 +41,6 @@ F32, Q4 = 0, 1
 METASPACE = "\u2581"  # SentencePiece's word-start marker
 QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "  # what e5 was trained with
 
-_build_lock = threading.Lock()
 _spaces = re.compile(" {2,}")
 
 
@@ -218,20 +215,12 @@ class E5Tokenizer:
 
 def model_file(source: Path | None = None, *, quantized: bool = True) -> Path:
     """The cached graph for the installed model file and onnxruntime, built first if it is missing."""
-    import onnxruntime
+    from knowledge.minilm_onnx import cached_model
 
-    from knowledge.minilm_onnx import _digest, model_dir
-
-    source = source or package_file()
-    key = hashlib.sha256(
-        f"{BUILD_VERSION}:{onnxruntime.__version__}:{source.stat().st_size}:{_digest(source)}:{quantized}".encode()
-    ).hexdigest()[:16]
-    target = model_dir() / f"{MODEL_NAME}-{'qint8' if quantized else 'fp32'}-{key}.onnx"
-    if not target.exists():
-        with _build_lock:
-            if not target.exists():
-                build(source, target, quantized=quantized)
-    return target
+    return cached_model(
+        MODEL_NAME, source or package_file(), BUILD_VERSION,
+        lambda source, target: build(source, target, quantized=quantized), quantized=quantized,
+    )  # fmt: skip
 
 
 def build(source: Path, target: Path, *, quantized: bool = True) -> None:

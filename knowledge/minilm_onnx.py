@@ -21,6 +21,7 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -58,18 +59,28 @@ def model_dir() -> Path:
 
 def model_file(*, quantized: bool = True) -> Path:
     """The cached model for the installed weights and onnxruntime, built first if it is missing."""
+    return cached_model(
+        "all-MiniLM-L6-v2", weights_path(), BUILD_VERSION,
+        lambda source, target: build(source, target, quantized=quantized), quantized=quantized,
+    )  # fmt: skip
+
+
+def cached_model(
+    name: str, source: Path, version: int, build_into: Callable[[Path, Path], None], *, quantized: bool
+) -> Path:
+    """The model file `build_into(source, target)` writes, cached in model_dir() under a name that changes with the
+    source file, the builder `version` and onnxruntime's version; built first (once per process) if missing."""
     import onnxruntime
 
-    source = weights_path()
     stat = source.stat()
     key = hashlib.sha256(
-        f"{BUILD_VERSION}:{onnxruntime.__version__}:{stat.st_size}:{_digest(source)}:{quantized}".encode()
+        f"{version}:{onnxruntime.__version__}:{stat.st_size}:{_digest(source)}:{quantized}".encode()
     ).hexdigest()[:16]
-    target = model_dir() / f"all-MiniLM-L6-v2-{'qint8' if quantized else 'fp32'}-{key}.onnx"
+    target = model_dir() / f"{name}-{'qint8' if quantized else 'fp32'}-{key}.onnx"
     if not target.exists():
         with _build_lock:
             if not target.exists():
-                build(source, target, quantized=quantized)
+                build_into(source, target)
     return target
 
 
