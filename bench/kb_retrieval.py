@@ -118,6 +118,10 @@ class CachedEmbedder:
             inner.dimension,
             inner.english_only,
         )
+        # The built model file's name carries its build key: vectors of an earlier build of the same model (another
+        # graph, another onnxruntime) must not be served again under the model's unchanged name.
+        built = getattr(inner, "_model_file", None)
+        self.version = built().name if callable(built) else ""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path))
         self.db.execute("CREATE TABLE IF NOT EXISTS v (k TEXT PRIMARY KEY, v BLOB)")
@@ -128,7 +132,7 @@ class CachedEmbedder:
 
     def _key(self, text: str, query: bool) -> str:
         role = "query\0" if query and not self.english_only else ""  # e5 embeds queries with their own prefix
-        return hashlib.sha1(f"{self.model}\0{role}{text}".encode(), usedforsecurity=False).hexdigest()
+        return hashlib.sha1(f"{self.model}\0{self.version}\0{role}{text}".encode(), usedforsecurity=False).hexdigest()
 
     def embed(self, texts: list[str], *, query: bool = False) -> np.ndarray:
         keys = [self._key(t, query) for t in texts]
