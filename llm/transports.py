@@ -149,7 +149,8 @@ class OpenAICompatibleTransport(Transport):
         # The parameters go in `extra_body`, which the SDK merges into the JSON body as they are: `params` is
         # already the wire format, and the SDK's own pass over typed parameters (walking every message through
         # the TypedDict unions) was 40 % of a turn's CPU in a busy Daphne process, growing with the history.
-        wire = {key: value for key, value in params.items() if key != "model"}
+        wire = {key: value for key, value in params.items() if key not in ("model", "extra_body")}
+        wire.update(params.get("extra_body") or {})  # a caller's extra fields, merged as the SDK merges them
         async with completions.create(
             model=params["model"],
             messages=[],  # replaced by wire["messages"]

@@ -78,6 +78,19 @@ async def test_streamed_text_arrives_in_order(tenant, provider, scripted_llm):
     assert sent[0]["authorization"] == "Bearer sk-test-SECRET-0123456789abcdef"
 
 
+async def test_the_request_body_is_the_chat_parameters_as_they_are(tenant, provider, scripted_llm):
+    """The parameters reach the SDK already in wire format (in `extra_body`, past its typed pass): the body the
+    server reads is the messages, the settings and a caller's extra fields at the top level, nothing nested."""
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
+    await collect(
+        tenant=tenant, provider=provider, messages=USER, temperature=0.2, max_tokens=50, extra_body={"top_k": 5}
+    )
+    body = scripted_llm.requests()[0]["body"]
+    assert body["messages"] == USER and body["model"] == provider.default_chat_model
+    assert (body["temperature"], body["max_tokens"], body["top_k"]) == (0.2, 50, 5)
+    assert "extra_body" not in body and body["stream"] is True
+
+
 async def test_one_tool_call_assembled(tenant, provider, scripted_llm):
     scripted_llm.set_rules(
         {
