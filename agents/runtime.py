@@ -101,6 +101,9 @@ class TurnContext:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     # The conversation's tool context (A5) as the turn starts; runners keep it current with invoke_tool's merge.
     tool_context: dict[str, Any] = field(default_factory=dict)
+    # The conversation's context row as the turn started (read once with the tool context): the runner that builds
+    # the model request takes it instead of reading it again (memory.services.context_build's `context`).
+    stored_context: ConversationContext | None = None
     index: int = 0
     # What the context's overflow strategy did this turn (the done frame reports it); set by runners that build one.
     strategy: dict[str, Any] | None = None
@@ -252,13 +255,11 @@ def runner_for(kind: str) -> TurnRunner:
     return runner
 
 
-def _turn_setup(conversation: Conversation) -> tuple[AgentConfig, dict[str, Any]]:
+def _turn_setup(conversation: Conversation) -> tuple[AgentConfig, ConversationContext | None]:
     config = conversation_config(conversation)
     conversation.tenant  # noqa: B018 - loaded here, so async runners read it without a query
     # Read afresh: conversation.context may be a cached instance from an earlier turn.
-    stored = ConversationContext.objects.filter(conversation=conversation).values_list("tool_context", flat=True)
-    tool_context = stored.first()
-    return config, tool_context if isinstance(tool_context, dict) else {}
+    return config, ConversationContext.objects.filter(conversation=conversation).first()
 
 
 async def run_turn(
@@ -275,14 +276,16 @@ async def run_turn(
     `stop` was set) and the sink got the error frame. Cancelling the task stores what arrived (code `cancelled`)
     and re-raises.
     """
-    config, tool_context = await database_sync_to_async(_turn_setup)(conversation)
+    config, stored_context = await database_sync_to_async(_turn_setup)(conversation)
+    tool_context = stored_context.tool_context if stored_context is not None else None
     turn = TurnContext(
         conversation=conversation,
         user_message=user_message,
         config=config,
         sink=sink,
         stop=stop if stop is not None else asyncio.Event(),
-        tool_context=tool_context,
+        tool_context=tool_context if isinstance(tool_context, dict) else {},
+        stored_context=stored_context,
         index=index,
     )
     if config.long_term_memory:

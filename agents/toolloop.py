@@ -31,7 +31,7 @@ from llm import errors
 from llm.client import Finished, TextDelta, ToolCall, ToolCallStarted, stream_chat
 from llm.errors import LLMError
 from memory.longterm.events import COMBINED_PROMPT
-from memory.models import Conversation
+from memory.models import Conversation, ConversationContext
 from memory.services import context_build, tool_exchange_add
 
 SUMMARY_CHARS = 200
@@ -53,8 +53,15 @@ class LoopSetup:
     combined: bool = False
 
 
-def loop_setup(*, conversation: Conversation, config: AgentConfig, recalled: Sequence[str] = ()) -> LoopSetup:
-    """The agent's tools and the context (one system message first) of the next turn.
+def loop_setup(
+    *,
+    conversation: Conversation,
+    config: AgentConfig,
+    recalled: Sequence[str] = (),
+    context: ConversationContext | None = None,
+) -> LoopSetup:
+    """The agent's tools and the context (one system message first) of the next turn; `context`, when given, is the
+    conversation's context row read earlier in this turn (not read again).
 
     For a model whose provider entry says `function_calling: false`, the tools are offered through seed 1's text
     protocol: its prompt becomes the system prompt and the history is written in the protocol's text.
@@ -69,7 +76,9 @@ def loop_setup(*, conversation: Conversation, config: AgentConfig, recalled: Seq
     combined = config.long_term_memory and config.memory_extraction == MemoryExtraction.COMBINED and not text_protocol
     if combined:
         prompt = f"{prompt}\n\n{COMBINED_PROMPT}" if prompt.strip() else COMBINED_PROMPT
-    built = context_build(conversation=conversation, system_prompt=prompt, model=config.model, recalled=recalled)
+    built = context_build(
+        conversation=conversation, system_prompt=prompt, model=config.model, recalled=recalled, context=context
+    )
     window = built.window
     strategy = {
         "name": conversation.context.strategy,
@@ -98,8 +107,12 @@ class ToolLoopRunner(TurnRunner):
         if turn.config.provider is None:
             raise no_provider()
         setup = await database_sync_to_async(loop_setup)(
-            conversation=turn.conversation, config=turn.config, recalled=turn.recalled.lines
+            conversation=turn.conversation,
+            config=turn.config,
+            recalled=turn.recalled.lines,
+            context=turn.stored_context,
         )
+        turn.stored_context = None  # read once: a later round or runner reads the row afresh
         turn.strategy = setup.strategy
         return await _Loop(turn, setup).run()
 

@@ -128,7 +128,8 @@ class Submission:
 
 def _stored_with_client_id(conversation: Conversation, client_id: str) -> tuple[Message | None, Message | None]:
     """The stored user message with this client_id, and its reply (`_reply_to`)."""
-    message = Message.objects.filter(conversation=conversation, client_id=client_id).first()
+    # Ordered by id, not by Message's default ordering (which joins the conversation for its own ordering).
+    message = Message.objects.filter(conversation=conversation, client_id=client_id).order_by("id").first()
     if message is None:
         return None, None
     return message, _reply_to(conversation, message)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
-from django.db import IntegrityError, transaction
-from django.db.models import Case, F, Value, When
+from django.db import IntegrityError, NotSupportedError, transaction
+from django.db.models import Case, F, Func, JSONField, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -32,6 +32,37 @@ if TYPE_CHECKING:
 # A summary still pending after this long is taken as lost (a worker died, the broker dropped it): queue another.
 # Longer than the task's retries with their backoff take.
 SUMMARY_PENDING_TIMEOUT = dt.timedelta(minutes=15)
+
+
+class IdsAppended(Func):
+    """A JSON list column with `ids` appended, computed by the UPDATE itself: no read first and no row lock held
+    between a read and a write (the UPDATE's own row lock orders concurrent appends)."""
+
+    output_field = JSONField()
+
+    def __init__(self, column: str, ids: Sequence[int]) -> None:
+        super().__init__(F(column))
+        self.ids = [int(pk) for pk in ids]
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        column, params = compiler.compile(self.source_expressions[0])
+        values = ", ".join(["%s"] * len(self.ids))
+        return f"(COALESCE({column}, '[]'::jsonb) || jsonb_build_array({values}))", [*params, *self.ids]
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        column, params = compiler.compile(self.source_expressions[0])
+        paths = ", ".join(["'$[#]', %s"] * len(self.ids))
+        return f"json_insert(COALESCE({column}, '[]'), {paths})", [*params, *self.ids]
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        raise NotSupportedError(f"JSON list appends are written for PostgreSQL and SQLite, not {connection.vendor}")
+
+
+def context_ids_append(conversation: Conversation, ids: Sequence[int]) -> None:
+    """Make the messages `ids` active in the conversation's context, after those already there (one statement)."""
+    ConversationContext.objects.filter(conversation=conversation).update(
+        active_messages=IdsAppended("active_messages", ids), updated_at=timezone.now()
+    )
 
 
 @dataclass(frozen=True)
@@ -120,9 +151,7 @@ def message_add(
                 usage=usage,
             )
             if active:
-                context = ConversationContext.objects.select_for_update().get(conversation=conversation)
-                context.active_messages = [*context.active_messages, message.pk]
-                context.save(update_fields=["active_messages", "updated_at"])
+                context_ids_append(conversation, [message.pk])
             changes: dict[str, Any] = {"updated_at": timezone.now()}
             if role == Role.USER and not conversation.title:
                 # An untitled conversation is named after its first message (in the same statement).
@@ -158,9 +187,7 @@ def messages_import(*, conversation: Conversation, messages: Sequence[tuple[str,
         stored = Message.objects.bulk_create(rows)
         if any(message.pk is None for message in stored):  # a database that does not return ids (none of ours)
             stored = list(Message.objects.filter(conversation=conversation).order_by("id"))[-len(rows) :]
-        context = ConversationContext.objects.select_for_update().get(conversation=conversation)
-        context.active_messages = [*context.active_messages, *(message.pk for message in stored)]
-        context.save(update_fields=["active_messages", "updated_at"])
+        context_ids_append(conversation, [message.pk for message in stored])
     return stored
 
 
@@ -318,9 +345,15 @@ def _summary_may_queue(context: ConversationContext) -> bool:
 
 
 def context_build(
-    *, conversation: Conversation, system_prompt: str, model: str | None = None, recalled: Sequence[str] = ()
+    *,
+    conversation: Conversation,
+    system_prompt: str,
+    model: str | None = None,
+    recalled: Sequence[str] = (),
+    context: ConversationContext | None = None,
 ) -> BuiltContext:
-    """The messages to send this turn: the conversation's strategy applied to its active messages.
+    """The messages to send this turn: the conversation's strategy applied to its active messages. `context` is the
+    conversation's context row when the caller has just read it this turn (it is read here otherwise).
 
     Drops what the strategy dropped, records the metrics when it acted, and queues the summary task on commit
     when messages are marked for summary and no summary is already pending.
@@ -330,7 +363,8 @@ def context_build(
 
     model = model or conversation.model or "gpt-4"
     # Read without a lock: most turns change nothing, and a row lock costs a WAL flush at commit on PostgreSQL.
-    context = ConversationContext.objects.get(conversation=conversation)
+    if context is None or context.conversation_id != conversation.pk:
+        context = ConversationContext.objects.get(conversation=conversation)
     config = overflow.OverflowConfig.from_dict(context.strategy_config)
     fixed = overflow.fixed_tokens(system_prompt=system_prompt, summary=context.summary, recalled=recalled, model=model)
     strategy = overflow.get_strategy(config.strategy)

@@ -30,13 +30,15 @@ from tests.queries import count_statements
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# Measured: a connect reads the session, the user, the membership and the conversation (4); a plain chat turn 16
-# (the resend check, store the message and update the context, read the agent's knowledge bases, the tool context,
-# the context and the window, the quota; then the usage record, the reply and the context again), and a socket's
-# first message one more: the message limit of the conversation's agent (agents.limits; for this draft, its
-# configuration reads the knowledge bases; a published version's reads nothing).
+# Measured: a connect reads the session, the user, the membership and the conversation (4); a plain chat turn 12
+# (the resend check; store the message, append it to the context in the same UPDATE and touch the conversation; read
+# the agent's knowledge bases; the context row, once for the tool context and the window; the active messages; the
+# quota; then the usage record, the reply with its context append and the conversation's time), and a socket's first
+# message one more: the message limit of the conversation's agent (agents.limits; for this draft, its configuration
+# reads the knowledge bases; a published version's reads nothing). Before the context was appended in the UPDATE
+# and read once: 17.
 CONNECT_STATEMENTS = 4
-TURN_STATEMENTS = 17
+TURN_STATEMENTS = 13
 
 
 async def test_a_connect_runs_a_bounded_number_of_statements(member, tenant, conversation):  # noqa: F811
