@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import IntegrityError
+
 from agents import frames
 from agents.runtime import Sink, TurnResult, run_turn
 from agents.sinks import TeeSink
@@ -135,6 +137,21 @@ def _stored_with_client_id(conversation: Conversation, client_id: str) -> tuple[
     return message, _reply_to(conversation, message)
 
 
+def _store_new(conversation: Conversation, client_id: str, content: str) -> tuple[Message, Message | None, bool]:
+    """Store the user message; when its client_id was stored before (a resend), that message and its reply instead.
+    The unique constraint finds a resend, so a new message costs no lookup first. (message, reply, created)"""
+    try:
+        message = message_add(
+            conversation=conversation, role=Role.USER, content=content, client_id=client_id, return_existing=False
+        )
+    except IntegrityError:
+        message, reply = _stored_with_client_id(conversation, client_id)
+        if message is None:
+            raise
+        return message, reply, False
+    return message, None, True
+
+
 def _reply_to(conversation: Conversation, message: Message) -> Message | None:
     """The reply to a user message: the turn's last assistant message without tool calls (a tool-using turn stores
     tool-call rounds before the answer), up to the next user message."""
@@ -164,16 +181,20 @@ async def submit_user_message(
     another turn of the conversation is running (busy: nothing is stored). The turn's frames go to the frame log
     (every open page sees them) and, when given, to `also` (the API's answer)."""
     log = get_frame_log()
-    message, reply = await database_sync_to_async(_stored_with_client_id)(conversation, client_id)
-    if message is not None:
-        return await _duplicate(log, conversation, message, reply)
+    refusal = None
     if not await _claim_clears(log, conversation.pk):
-        return Submission("busy")
-    if not turn_gate().has_room():
-        return Submission("overloaded")
-    message = await database_sync_to_async(message_add)(
-        conversation=conversation, role=Role.USER, content=content, client_id=client_id
-    )
+        refusal = "busy"
+    elif not turn_gate().has_room():
+        refusal = "overloaded"
+    if refusal is not None:
+        # A resend of a stored message is answered as a duplicate (its turn may be the one running), never refused.
+        message, reply = await database_sync_to_async(_stored_with_client_id)(conversation, client_id)
+        if message is not None:
+            return await _duplicate(log, conversation, message, reply)
+        return Submission(refusal)
+    message, reply, created = await database_sync_to_async(_store_new)(conversation, client_id, content)
+    if not created:
+        return await _duplicate(log, conversation, message, reply)
     running = await log.claim_turn(conversation.pk, message.pk)
     if running is not None:
         # Another process stored the same client_id at the same moment (it runs the turn), or began another turn.

@@ -130,10 +130,11 @@ def message_add(
     error_code: str = "",
     usage: dict[str, Any] | None = None,
     active: bool = True,
+    return_existing: bool = True,
 ) -> Message:
-    """Store a message and make it active; a message whose client_id was already stored is returned as it was
-    (found when the unique constraint refuses the insert: the one caller with a client_id has just looked it up,
-    so a duplicate here is a race, and looking again first would cost every turn a statement)."""
+    """Store a message and make it active. A message whose client_id was already stored is found when the unique
+    constraint refuses the insert (looking first would cost every turn a statement): it is returned as it was, or
+    with `return_existing=False` the IntegrityError is raised (the caller then knows it was not stored now)."""
     tokens = overflow.message_tokens(role, content, tool_calls, tool_call_id, conversation.model or "gpt-4")
     try:
         with transaction.atomic():
@@ -158,8 +159,8 @@ def message_add(
                 changes["title"] = Case(When(title="", then=Value(title_from(content))), default=F("title"))
             Conversation.objects.filter(pk=conversation.pk).update(**changes)
     except IntegrityError:
-        # The same client_id arrived twice at once: the other request stored it.
-        if client_id:
+        # The same client_id arrived twice (a resend, or two at once): the first one stored it.
+        if client_id and return_existing:
             existing = Message.objects.filter(conversation=conversation, client_id=client_id).first()
             if existing is not None:
                 return existing

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # reads the knowledge bases; a published version's reads nothing). Before the context was appended in the UPDATE
 # and read once: 17.
 CONNECT_STATEMENTS = 4
-TURN_STATEMENTS = 13
+TURN_STATEMENTS = 12
 
 
 async def test_a_connect_runs_a_bounded_number_of_statements(member, tenant, conversation):  # noqa: F811
