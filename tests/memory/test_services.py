@@ -134,3 +134,30 @@ def test_an_untitled_conversation_is_named_after_its_first_message(tenant, membe
         message_add(conversation=conversation, role="user", content="第二个问题")
         title = Conversation.objects.get(pk=conversation.pk).title
     assert title.startswith("我家屋顶朝南， 适合装多少千瓦的光伏板？") and len(title) <= 40
+
+
+@pytest.mark.django_db(transaction=True)
+def test_messages_stored_at_once_from_several_threads_all_join_the_context_in_order(make_agent, member, tenant):
+    """The context's active list is appended by the UPDATE itself (no read first): concurrent writers lose none."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    with tenant_scope(tenant):
+        conversation = conversation_start(agent=make_agent(), user=member)
+
+    def store(number: int) -> int:
+        try:
+            with tenant_scope(tenant):
+                return message_add(conversation=conversation, role="user", content=f"message {number}").pk
+        finally:
+            connection.close()
+
+    threads = 4 if connection.vendor == "postgresql" else 1  # SQLite has one writer: the order is still checked
+    with ThreadPoolExecutor(threads) as pool:
+        stored = list(pool.map(store, range(40)))
+    with tenant_scope(tenant):
+        active = ConversationContext.objects.get(conversation=conversation).active_messages
+    assert sorted(active) == sorted(stored) and len(active) == 40
+    if threads == 1:
+        assert active == stored
