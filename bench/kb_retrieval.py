@@ -3,6 +3,7 @@
     .venv/bin/python bench/kb_retrieval.py --database sqlite                 # exact in-process vector search
     scripts/pgvector-server start
     .venv/bin/python bench/kb_retrieval.py --database pgvector --scale 100000   # pgvector HNSW, + 100k chunks
+    .venv/bin/python bench/kb_retrieval.py --database pgvector --scale 100000 --own-index   # shared vs own index
     .venv/bin/python bench/kb_retrieval.py --sets ""                           # ingestion speed only
 
 Data (read in place, never copied): ../shared/data/kb/en_dbpedia (BEIR DBPedia-Entity subset: 5,000 entities,
@@ -16,7 +17,9 @@ Embeddings of the corpora are kept in an on-disk cache (--cache, outside the rep
 not spend ten minutes embedding; ingestion speed is measured separately, with the real embedder and no cache,
 on a document cut into ~200-token chunks. --scale N adds a knowledge base of N chunks made from the en_dbpedia
 chunks: each vector replicated with Gaussian noise (cosine ~0.9 to its source) and re-normalised, the terms and
-text copied, so the index sees a realistic, clustered distribution; queries are the en_dbpedia queries.
+text copied, so the index sees a realistic, clustered distribution; queries are the en_dbpedia queries. Several
+sizes (--scale 5000,10000) make several knowledge bases; --own-index gives each its own HNSW index and times the
+queries in turns with the shared index alone and with their own (--scale-rounds).
 Goals (issue 6): hybrid >= the better single method on both sets; en_dbpedia nDCG@10 >= 0.50; cmrc2018 nDCG@10
 >= 0.97; ingestion >= 60 chunks/s of ~200 tokens on 2 cores; query p95 < 50 ms with 100,000 chunks on pgvector.
 """
@@ -24,6 +27,7 @@ Goals (issue 6): hybrid >= the better single method on both sets; en_dbpedia nDC
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -425,8 +429,13 @@ def print_results(name: str, results: dict[str, dict[str, float]], goal: float, 
         )
 
 
-def scale_test(tenant, source, size: int, queries: dict[str, str], seed: int = 7) -> None:
-    """A knowledge base of `size` chunks made from `source`'s chunks (vectors replicated with noise)."""
+def scale_test(
+    tenant, source, sizes: list[int], queries: dict[str, str], *, own_index: bool, rounds: int, seed: int = 7
+) -> None:
+    """Knowledge bases of `sizes` chunks made from `source`'s chunks (vectors replicated with noise), in the same
+    table as `source` (a multi-tenant table's shape: another knowledge base's chunks lie nearer to the queries).
+    With `own_index`, each also gets its own HNSW index, and the query timings alternate, `rounds` times, between
+    the shared index alone (the own index dropped in a transaction that is rolled back) and the own index."""
     from django.db import connection
 
     from knowledge import vectorstore
@@ -436,47 +445,69 @@ def scale_test(tenant, source, size: int, queries: dict[str, str], seed: int = 7
     rows = list(source.chunks.values_list("text", "terms", "embedding", "embedding_model", "embedding_dim"))
     base = np.asarray([r[2] for r in rows], dtype=np.float32)
     rng = np.random.default_rng(seed)
-    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"scale {size}")
-    document = make_document(knowledge_base, "scale.txt", "replicated chunks")
-    started = time.perf_counter()
-    noise = 0.5 / math.sqrt(base.shape[1])  # |noise| ~ 0.5 against unit vectors: cosine ~0.9 to the source
-    batch = []
-    for i in range(size):
-        j = i % len(rows)
-        vector = base[j] + rng.normal(0, noise, base.shape[1]).astype(np.float32)
-        vector /= np.linalg.norm(vector)
-        text, terms, _, model, dim = rows[j]
-        batch.append(
-            Chunk(
-                tenant=tenant,
-                knowledge_base=knowledge_base,
-                document=document,
-                position=i,
-                text=text,
-                terms=terms,
-                embedding=vector.tolist(),
-                embedding_model=model,
-                embedding_dim=dim,
+    built = []
+    for size in sizes:
+        knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"scale {size}")
+        document = make_document(knowledge_base, "scale.txt", "replicated chunks")
+        started = time.perf_counter()
+        noise = 0.5 / math.sqrt(base.shape[1])  # |noise| ~ 0.5 against unit vectors: cosine ~0.9 to the source
+        batch = []
+        for i in range(size):
+            j = i % len(rows)
+            vector = base[j] + rng.normal(0, noise, base.shape[1]).astype(np.float32)
+            vector /= np.linalg.norm(vector)
+            text, terms, _, model, dim = rows[j]
+            batch.append(
+                Chunk(
+                    tenant=tenant,
+                    knowledge_base=knowledge_base,
+                    document=document,
+                    position=i,
+                    text=text,
+                    terms=terms,
+                    embedding=vector.tolist(),
+                    embedding_model=model,
+                    embedding_dim=dim,
+                )
             )
-        )
-        if len(batch) == 2000:
+            if len(batch) == 2000:
+                Chunk.objects.bulk_create(batch)
+                batch = []
+        if batch:
             Chunk.objects.bulk_create(batch)
-            batch = []
-    if batch:
-        Chunk.objects.bulk_create(batch)
-    KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(revision=1)
-    Document.objects.filter(pk=document.pk).update(chunk_count=size)
-    knowledge_base.refresh_from_db()
-    print(f"  {size} chunks written in {time.perf_counter() - started:.0f} s", flush=True)
+        KnowledgeBase.objects.filter(pk=knowledge_base.pk).update(revision=1)
+        Document.objects.filter(pk=document.pk).update(chunk_count=size)
+        knowledge_base.refresh_from_db()
+        built.append((size, knowledge_base, document))
+        print(f"  {size} chunks written in {time.perf_counter() - started:.0f} s", flush=True)
+    dimension = rows[0][4]
     started = time.perf_counter()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET maintenance_work_mem = '512MB'")
             cursor.execute("ANALYZE knowledge_chunk")
-    vectorstore.ensure_index(rows[0][4])
+    vectorstore.ensure_index(dimension)
     print(f"  index ({vectorstore.backend_name()}) ready in {time.perf_counter() - started:.0f} s", flush=True)
+    own = own_index and vectorstore.uses_pgvector()
+    if own:
+        from django.test import override_settings
+
+        for size, knowledge_base, _ in built:
+            started = time.perf_counter()
+            with override_settings(KNOWLEDGE_OWN_INDEX_MIN_CHUNKS=1):
+                vectorstore.ensure_own_index(knowledge_base.pk, dimension)
+            name = vectorstore.own_index_name(dimension, knowledge_base.pk)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_relation_size(%s::regclass)", [name])
+                (index_bytes,) = cursor.fetchone()
+            print(
+                f"  {size} chunks: own index {name} built in {time.perf_counter() - started:.0f} s "
+                f"({index_bytes / 2**20:.0f} MB)",
+                flush=True,
+            )
     texts = list(queries.values())
-    for mode in ("vector", "keyword", "hybrid"):
+
+    def timed(knowledge_base, mode: str) -> list[float]:
         search(knowledge_base, texts[0], mode=mode, top_k=10)  # builds the in-process structures once
         times = []
         for _ in range(3):
@@ -485,20 +516,60 @@ def scale_test(tenant, source, size: int, queries: dict[str, str], seed: int = 7
                 started = time.perf_counter()
                 search(knowledge_base, text, mode=mode, top_k=10)
                 times.append((time.perf_counter() - started) * 1000)
+        return times
+
+    def report(size: int, label: str, mode: str, times: list[float]) -> None:
         p95 = percentile(times, 95)
         print(
-            f"  {size} chunks, {mode:7s}: p50 {percentile(times, 50):6.1f} ms  p95 {p95:6.1f} ms  "
-            f"(goal p95 < 50 ms: {50 / p95:.2f}x)"
+            f"  {size} chunks, {label}{mode:7s}: p50 {percentile(times, 50):6.1f} ms  p95 {p95:6.1f} ms  "
+            f"(goal p95 < 50 ms: {50 / p95:.2f}x)",
+            flush=True,
         )
-    measure_refresh(knowledge_base, document, rows, texts[0])
-    if connection.vendor == "postgresql":
-        from knowledge.embedders import embedder_for
 
-        embedder = embedder_for(knowledge_base)
-        vector = embedder.embed([texts[0]], query=True)[0]
-        queryset = vectorstore.PgvectorBackend()._queryset(knowledge_base, embedder.model, vector, 10)
-        plan = re.sub(r"'\[[^']*\]'", "'[...]'", queryset.explain())
-        print("  plan: " + " | ".join(line.strip() for line in plan.splitlines()[:4]))
+    for size, knowledge_base, _ in built:
+        report(size, "", "keyword", timed(knowledge_base, "keyword"))
+        for round_number in range(1, max(1, rounds) + 1):
+            for variant in ("shared index", "own index") if own else ("",):
+                label = f"round {round_number}, {variant}, " if own else ""
+                with own_index_hidden(knowledge_base, dimension, hide=variant == "shared index"):
+                    for mode in ("vector", "hybrid"):
+                        report(size, label, mode, timed(knowledge_base, mode))
+                    print_plan(knowledge_base, texts[0], f"{size} chunks, {variant or 'plan'}")
+    size, knowledge_base, document = built[-1]
+    measure_refresh(knowledge_base, document, rows, texts[0])
+
+
+@contextlib.contextmanager
+def own_index_hidden(knowledge_base, dimension: int, *, hide: bool):
+    """With `hide`, the knowledge base's own index is dropped in a transaction that is rolled back afterwards: the
+    queries meanwhile see the shared index alone, as before the own index was built."""
+    if not hide:
+        yield
+        return
+    from django.db import connection, transaction
+
+    from knowledge import vectorstore
+
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP INDEX {vectorstore.own_index_name(dimension, knowledge_base.pk)}")
+        yield
+        transaction.set_rollback(True)
+
+
+def print_plan(knowledge_base, query: str, label: str) -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    from knowledge import vectorstore
+    from knowledge.embedders import embedder_for
+
+    embedder = embedder_for(knowledge_base)
+    vector = embedder.embed([query], query=True)[0]
+    plan = vectorstore.PgvectorBackend().explain(knowledge_base, model=embedder.model, vector=vector, k=10)
+    plan = re.sub(r"'\[[^']*\]'", "'[...]'", plan)
+    print(f"  plan ({label}): " + " | ".join(line.strip() for line in plan.splitlines()[:4]), flush=True)
 
 
 def measure_refresh(knowledge_base, document, rows, query: str, changed: int = 20) -> None:
@@ -578,7 +649,15 @@ def main() -> None:
     parser.add_argument(
         "--ingest-embedder", default="local", help="the local model for the ingestion speed (local, local_multilingual)"
     )
-    parser.add_argument("--scale", type=int, default=0, help="also time queries over this many chunks")
+    parser.add_argument(
+        "--scale", default="", help="also time queries over knowledge bases of these sizes (chunks), e.g. 100000"
+    )
+    parser.add_argument(
+        "--own-index",
+        action="store_true",
+        help="with --scale: give each of those knowledge bases its own HNSW index, and time with and without it",
+    )
+    parser.add_argument("--scale-rounds", type=int, default=2, help="with --own-index: timing rounds of each")
     args = parser.parse_args()
 
     url = prepare_database(args.database)
@@ -636,7 +715,8 @@ def main() -> None:
         embedders._local_multilingual = real.get("local_multilingual", embedders._local_multilingual)
         if args.scale and "en_dbpedia" in built:
             knowledge_base, queries = built["en_dbpedia"]
-            scale_test(tenant, knowledge_base, args.scale, queries)
+            sizes = [int(size) for size in args.scale.split(",") if size]
+            scale_test(tenant, knowledge_base, sizes, queries, own_index=args.own_index, rounds=args.scale_rounds)
 
 
 if __name__ == "__main__":

@@ -384,6 +384,10 @@ KNOWLEDGE_MAX_UNPACKED_BYTES = env.int("KNOWLEDGE_MAX_UNPACKED_BYTES", default=D
 KNOWLEDGE_MAX_PAGES = env.int("KNOWLEDGE_MAX_PAGES", default=DEFAULTS["KNOWLEDGE_MAX_PAGES"])
 KNOWLEDGE_MAX_CHARACTERS = env.int("KNOWLEDGE_MAX_CHARACTERS", default=DEFAULTS["KNOWLEDGE_MAX_CHARACTERS"])
 KNOWLEDGE_MAX_CHUNKS = env.int("KNOWLEDGE_MAX_CHUNKS", default=DEFAULTS["KNOWLEDGE_MAX_CHUNKS"])
+# On pgvector: chunks of one dimension from which a knowledge base gets its own HNSW index (0: never).
+KNOWLEDGE_OWN_INDEX_MIN_CHUNKS = env.int(
+    "KNOWLEDGE_OWN_INDEX_MIN_CHUNKS", default=DEFAULTS["KNOWLEDGE_OWN_INDEX_MIN_CHUNKS"]
+)
 
 # Long-term memory (docs/memory.md): seed 3's gap at level 0 and its growth per level, the level at which a memory is
 # long-term; recall's candidates and results; sleep's sample; what a turn recalls (events, hops, old turns) within

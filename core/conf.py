@@ -73,6 +73,9 @@ DEFAULTS: dict[str, Any] = {
     # On Celery workers: seconds of embedding one ingestion task does before it keeps its work and queues the rest
     # behind what else waits (0: a whole document per task).
     "KNOWLEDGE_INGEST_SLICE_SECONDS": 5.0,
+    # On pgvector: chunks of one dimension from which a knowledge base gets its own HNSW index besides the shared one
+    # (knowledge.vectorstore.ensure_own_index; 0: never).
+    "KNOWLEDGE_OWN_INDEX_MIN_CHUNKS": 5_000,
     # Long-term memory (docs/memory.md). Seed 3's strength: a memory recalled after more than its gap rises a level;
     # the gap is MEMORY_GAP_SECONDS * MEMORY_GAP_FACTOR ** level; at MEMORY_LEVEL_CAP it is long-term and fixed.
     "MEMORY_GAP_SECONDS": 3600.0,

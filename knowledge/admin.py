@@ -23,6 +23,7 @@ from knowledge.services import (
     document_add,
     document_check_upload,
     document_reingest,
+    knowledge_base_delete,
     knowledge_base_reingest,
 )
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
@@ -123,6 +124,13 @@ class KnowledgeBaseAdmin(TenantOwnedAdmin):
                     % {"count": count},
                     messages.INFO,
                 )
+
+    def delete_model(self, request: HttpRequest, obj: KnowledgeBase) -> None:
+        knowledge_base_delete(knowledge_base=obj)  # its stored files and its own vector index go too
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[KnowledgeBase]) -> None:
+        for knowledge_base in queryset:
+            knowledge_base_delete(knowledge_base=knowledge_base)
 
     @admin.action(description=_("Re-ingest every document of the selected knowledge bases"))
     def reingest_all(self, request: HttpRequest, queryset: QuerySet[KnowledgeBase]) -> None:

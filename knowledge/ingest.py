@@ -663,6 +663,7 @@ class _Batch:
         self.progress.set(IngestStage.INDEX, 95)
         if self._swap(embedder, chunks):
             _ensure_index(dimension)
+            _ensure_own_index(self.knowledge_base, dimension)
 
     @transaction.atomic
     def _swap(self, embedder: Embedder, chunks: list[tuple[_Member, Chunk]]) -> bool:
@@ -819,3 +820,16 @@ def _ensure_index(dimension: int) -> None:
             vectorstore.ensure_index(dimension)
     except Exception:  # the chunks are stored and searchable (exactly) without the index; the log says why
         logger.exception("could not create the vector index for dimension %s", dimension)
+
+
+def _ensure_own_index(knowledge_base: KnowledgeBase, dimension: int) -> None:
+    """Queue the build of the knowledge base's own HNSW index once it holds KNOWLEDGE_OWN_INDEX_MIN_CHUNKS chunks:
+    a task of its own, as the build takes from seconds to minutes and a worker's ingestion shares are kept short."""
+    from knowledge import vectorstore
+    from knowledge.tasks import build_vector_index
+
+    try:
+        if vectorstore.needs_own_index(knowledge_base.pk, dimension):
+            build_vector_index.delay(knowledge_base.tenant_id, knowledge_base.pk, dimension)
+    except Exception:  # the shared index still serves the knowledge base; the log says why
+        logger.exception("could not build the vector index of knowledge base %s", knowledge_base.pk)

@@ -24,6 +24,7 @@ from django.utils.translation import gettext as _
 from core.conf import setting
 from knowledge.models import Document, DocumentStatus, IngestStage, KnowledgeBase
 from knowledge.parsing import ParseError, file_type_for, max_upload_bytes
+from knowledge.vectorstore import uses_pgvector
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -88,10 +89,17 @@ def knowledge_base_reingest(*, knowledge_base: KnowledgeBase, only_outdated: boo
 
 @transaction.atomic
 def knowledge_base_delete(*, knowledge_base: KnowledgeBase) -> None:
-    """Delete a knowledge base, its documents and chunks; the stored files go once the deletion commits."""
+    """Delete a knowledge base, its documents and chunks; the stored files and its own vector indexes go once the
+    deletion commits."""
+    from knowledge.tasks import drop_vector_indexes
+
     names = list(Document.objects.filter(knowledge_base=knowledge_base).values_list("file", flat=True))
+    knowledge_base_id = knowledge_base.pk
     knowledge_base.delete()
     transaction.on_commit(lambda: _delete_files(names))
+    if uses_pgvector():
+        # robust: the deletion stands if this fails (an empty leftover index costs nothing; `vector_indexes` drops it)
+        transaction.on_commit(lambda: drop_vector_indexes.delay(knowledge_base_id), robust=True)
 
 
 def _delete_files(names: list[str]) -> None:

@@ -7,8 +7,12 @@ embedder's `model`) and dimension, through the tenant-scoped manager, and return
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -16,6 +20,7 @@ from django.db import connections, router, transaction
 from django.db.models import FloatField, Func, Value
 
 from core.cache import LRUCache
+from core.conf import setting
 from knowledge.fields import column_is_vector_cached, vector_literal
 from knowledge.models import Chunk, KnowledgeBase
 
@@ -24,6 +29,8 @@ from knowledge.models import Chunk, KnowledgeBase
 HNSW_EF_SEARCH = 100
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+
+logger = logging.getLogger(__name__)
 
 
 def _database_key() -> tuple[str, str]:
@@ -171,21 +178,32 @@ class PgvectorBackend(VectorBackend):
             .values_list("id", "distance")[:k]
         )
 
+    @contextmanager
+    def _scan(self, k: int) -> Iterator[None]:
+        alias = router.db_for_read(Chunk)
+        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+            # SET LOCAL: only this transaction. relaxed_order lets the index scan continue until k rows pass the
+            # knowledge-base and tenant filters; the rows are re-sorted afterwards, as pgvector's docs advise.
+            # ef_search also enters the planner's cost of an HNSW scan, against reading the rows and sorting them.
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, int(k))}")
+            yield
+
     def search(
         self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, k: int
     ) -> list[tuple[int, float]]:
         if k <= 0:
             return []
         queryset = self._queryset(knowledge_base, model, vector, k)
-        alias = router.db_for_read(Chunk)
-        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            # SET LOCAL: only this transaction. relaxed_order lets the index scan continue until k rows pass the
-            # knowledge-base and tenant filters; the rows are re-sorted below, as pgvector's docs advise.
-            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, int(k))}")
+        with self._scan(k):
             rows = list(queryset)
         rows.sort(key=lambda row: row[1])
         return [(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
+
+    def explain(self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, k: int) -> str:
+        """The plan of `search`'s query, under the settings it runs with (which index, or a sort)."""
+        with self._scan(k):
+            return self._queryset(knowledge_base, model, vector, k).explain()
 
     def similarities(
         self, knowledge_base: KnowledgeBase, *, model: str, vector: np.ndarray, chunk_ids: Sequence[int]
@@ -230,7 +248,29 @@ def index_name(dimension: int) -> str:
     return f"knowledge_chunk_hnsw_{int(dimension)}"
 
 
-_indexed: set[tuple[str, str, int]] = set()
+def own_index_name(dimension: int, knowledge_base_id: int) -> str:
+    """The name of one knowledge base's own HNSW index for vectors of `dimension`."""
+    return f"knowledge_chunk_hnsw_{int(dimension)}_kb{int(knowledge_base_id)}"
+
+
+_OWN_INDEX = re.compile(r"^knowledge_chunk_hnsw_(\d+)_kb(\d+)$")
+
+# What is known to exist: (alias, database, dimension) for the shared indexes, (..., dimension, knowledge base id)
+# for a knowledge base's own; only valid indexes, once committed.
+_indexed: set[tuple] = set()
+
+
+def _index_key(connection: Any, *parts: int) -> tuple:
+    return (connection.alias, str(connection.settings_dict.get("NAME")), *parts)
+
+
+def _hnsw_sql(name: str, dimension: int, *, where: str, concurrently: bool = False) -> str:
+    table = connections[router.db_for_write(Chunk)].ops.quote_name(Chunk._meta.db_table)
+    return (
+        f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS {name} ON {table} "
+        f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "
+        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE {where}"
+    )
 
 
 def ensure_index(dimension: int) -> None:
@@ -239,12 +279,10 @@ def ensure_index(dimension: int) -> None:
     dimension = int(dimension)
     if dimension <= 0 or not uses_pgvector():
         return
-    alias = router.db_for_write(Chunk)
-    connection = connections[alias]
-    key = (alias, str(connection.settings_dict.get("NAME")), dimension)
+    connection = connections[router.db_for_write(Chunk)]
+    key = _index_key(connection, dimension)
     if key in _indexed:
         return
-    table = connection.ops.quote_name(Chunk._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_class WHERE relname = %s AND relkind = 'i'", [index_name(dimension)])
         if cursor.fetchone() is None:
@@ -252,15 +290,127 @@ def ensure_index(dimension: int) -> None:
                 # Rows written earlier in this transaction leave deferred foreign-key checks pending, and
                 # PostgreSQL refuses CREATE INDEX until they have run: run them now.
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            cursor.execute(
-                f"CREATE INDEX IF NOT EXISTS {index_name(dimension)} ON {table} "
-                f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "
-                f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-                f"WHERE embedding_dim = {dimension}"
-            )
+            cursor.execute(_hnsw_sql(index_name(dimension), dimension, where=f"embedding_dim = {dimension}"))
             if connection.in_atomic_block:
                 return  # not known to exist until the transaction commits
     _indexed.add(key)
+
+
+def own_index_min_chunks() -> int:
+    """Chunks of one dimension from which a knowledge base gets its own HNSW index (0: never)."""
+    return max(0, int(setting("KNOWLEDGE_OWN_INDEX_MIN_CHUNKS")))
+
+
+def _index_valid(cursor: Any, name: str) -> bool | None:
+    """Whether the index `name` is valid (a failed CREATE INDEX CONCURRENTLY leaves an invalid one); None: none."""
+    cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
+    row = cursor.fetchone()
+    return None if row is None else bool(row[0])
+
+
+def needs_own_index(knowledge_base_id: int, dimension: int) -> bool:
+    """True when the knowledge base holds at least KNOWLEDGE_OWN_INDEX_MIN_CHUNKS chunks of `dimension` and has no
+    valid index of its own for them yet (pgvector only; runs in the knowledge base's tenant scope)."""
+    dimension, knowledge_base_id = int(dimension), int(knowledge_base_id)
+    minimum = own_index_min_chunks()
+    if dimension <= 0 or not minimum or not uses_pgvector():
+        return False
+    connection = connections[router.db_for_write(Chunk)]
+    key = _index_key(connection, dimension, knowledge_base_id)
+    if key in _indexed:
+        return False
+    chunks = Chunk.objects.filter(knowledge_base_id=knowledge_base_id, embedding_dim=dimension)
+    if chunks.order_by().values("pk")[:minimum].count() < minimum:  # counts no further than the threshold
+        return False
+    with connection.cursor() as cursor:
+        if _index_valid(cursor, own_index_name(dimension, knowledge_base_id)):
+            if not connection.in_atomic_block:
+                _indexed.add(key)
+            return False
+    return True
+
+
+def ensure_own_index(knowledge_base_id: int, dimension: int) -> bool:
+    """Give a large knowledge base (`needs_own_index`) its own partial HNSW index, `... WHERE embedding_dim = d AND
+    knowledge_base_id = id`, so that its queries walk only its own graph instead of the shared one, where other
+    knowledge bases' nearer chunks make the filtered scan slow. Returns True when this call built it.
+
+    Outside a transaction (a worker, an ingestion thread) it is built CONCURRENTLY, so ingestion and search go on
+    meanwhile, under an advisory lock: one builder per index, another caller returns at once; an invalid leftover
+    of a failed build is dropped and built again. Inside a transaction (tests) it is a plain CREATE INDEX, which
+    holds other writes to the table until the transaction ends."""
+    dimension, knowledge_base_id = int(dimension), int(knowledge_base_id)
+    if not needs_own_index(knowledge_base_id, dimension):
+        return False
+    connection = connections[router.db_for_write(Chunk)]
+    name = own_index_name(dimension, knowledge_base_id)
+    where = f"embedding_dim = {dimension} AND knowledge_base_id = {knowledge_base_id}"
+    if connection.in_atomic_block:
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # as in ensure_index
+            cursor.execute(_hnsw_sql(name, dimension, where=where))
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(hashtext(%s))", [name])
+        if not cursor.fetchone()[0]:
+            return False  # another process is building it
+        try:
+            if _index_valid(cursor, name) is False:
+                logger.warning("dropping the invalid index %s (left by a failed build) to build it again", name)
+                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            started = time.monotonic()
+            try:
+                cursor.execute(_hnsw_sql(name, dimension, where=where, concurrently=True))
+            except Exception:
+                _drop_quietly(cursor, name)  # a failed concurrent build leaves an invalid index behind
+                raise
+            seconds = time.monotonic() - started
+            logger.info("built the vector index %s of knowledge base %s in %.1f s", name, knowledge_base_id, seconds)
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [name])
+    _indexed.add(_index_key(connection, dimension, knowledge_base_id))
+    return True
+
+
+def _drop_quietly(cursor: Any, name: str) -> None:
+    try:
+        cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+    except Exception:  # the next build drops it (it is invalid, so no query uses it meanwhile)
+        logger.warning("could not drop the invalid index %s", name, exc_info=True)
+
+
+def own_indexes() -> dict[str, tuple[int, int]]:
+    """Every knowledge base's own HNSW index in the database: name -> (dimension, knowledge base id)."""
+    if not uses_pgvector():
+        return {}
+    connection = connections[router.db_for_write(Chunk)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
+            [Chunk._meta.db_table, r"knowledge\_chunk\_hnsw\_%\_kb%"],
+        )
+        names = [row[0] for row in cursor.fetchall()]
+    found = {}
+    for name in names:
+        match = _OWN_INDEX.match(name)
+        if match:
+            found[name] = (int(match[1]), int(match[2]))
+    return found
+
+
+def drop_own_indexes(knowledge_base_id: int) -> list[str]:
+    """Drop a knowledge base's own HNSW indexes (it was deleted); returns their names. CONCURRENTLY outside a
+    transaction, so searches of other knowledge bases are not held up meanwhile."""
+    knowledge_base_id = int(knowledge_base_id)
+    names = [name for name, (_, kb_id) in own_indexes().items() if kb_id == knowledge_base_id]
+    connection = connections[router.db_for_write(Chunk)]
+    with connection.cursor() as cursor:
+        for name in names:
+            concurrently = "" if connection.in_atomic_block else "CONCURRENTLY "
+            cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
+    for key in [key for key in _indexed if len(key) == 4 and key[3] == knowledge_base_id]:
+        _indexed.discard(key)
+    return names
 
 
 def clear_caches() -> None:
