@@ -235,6 +235,11 @@ def test_the_embedded_defaults_line_runs_one_batch_for_an_upload_of_many_files(t
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert set(_statuses(documents).values()) == {"ready"}
+    # The turn's outcome is recorded when its call returns, a moment after it marked the documents ready (on
+    # pgvector it then checks whether the knowledge base needs its own index): wait for that too.
+    while not [outcome for outcome in outcomes if outcome != TAKEN]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     # One turn did the work; the others were dropped from the line (or, booked late, found their document taken).
     assert [outcome for outcome in outcomes if outcome != TAKEN] == ["ready"]
     assert sum(embedder.calls) == 8
