@@ -24,3 +24,9 @@ KNOWLEDGE_INGEST_IN_THREAD = False
 # Uploads (knowledge-base documents, demo data) go to a directory of the test run, never the project's var/.
 # A worker process a test starts is given the test's own (TEST_MEDIA_ROOT), so it reads the files the test uploads.
 MEDIA_ROOT = os.environ.get("TEST_MEDIA_ROOT") or tempfile.mkdtemp(prefix="agentplat-test-media-")
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    # A transaction left open by a test's background work (a turn still running after its test, a thread that
+    # stopped inside an atomic block) holds its locks until the server ends it: after 2 minutes, so a later test's
+    # flush (TRUNCATE of every table) waits for that at worst instead of hanging the run.
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c idle_in_transaction_session_timeout=120s"  # noqa: F405
