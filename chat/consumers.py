@@ -80,6 +80,7 @@ class ChatConsumer(TenantScopedJsonConsumer):
     channel_layer_alias = "chat-sockets-use-the-bus"
     conversation: Conversation | None = None
     hub = None
+    pump: asyncio.Task | None = None  # set at accept: a refused socket's disconnect finds None
     # The conversation's message limit (agents.limits), read at the first message (a connect stays one hop), and at
     # every message of a test conversation, whose draft may be edited meanwhile.
     limit: MessageLimit | None = None
@@ -109,7 +110,6 @@ class ChatConsumer(TenantScopedJsonConsumer):
         self.held: list[tuple[int, str]] = []
         self.inbox: deque[tuple[int, str]] = deque()
         self.lock = asyncio.Lock()
-        self.pump: asyncio.Task | None = None
         self.hub = hub_for(self.log)
         # Removed from the tenant, or given another role: this socket closes; a reconnect checks access again.
         self._unwatch = self.hub.on_access_change(self.scope["user"].pk, self.tenant.pk, self._access_changed)

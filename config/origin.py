@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
@@ -52,4 +51,12 @@ class SameOriginValidator:
         host = headers.get(b"host", b"").decode("latin1") or None
         if origin_allowed(origin, host):
             return await self.application(scope, receive, send)
-        return await WebsocketDenier()(scope, receive, send)
+        return await deny(receive, send)
+
+
+async def deny(receive: Any, send: Any) -> None:
+    """Refuse the handshake and end. Channels' WebsocketDenier is a consumer: it takes a channel on the channel
+    layer and waits on Redis until the client goes away, for a socket it has already refused."""
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close"})

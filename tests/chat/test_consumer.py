@@ -313,6 +313,8 @@ async def test_an_open_socket_closes_when_the_membership_ends(tenant, member, co
     refused = await _socket(member, tenant, conversation.pk)
     connected, code = await refused.connect()
     assert not connected and code == 4403  # ...and is refused for good
+    await refused.disconnect()
+    await communicator.disconnect()
 
 
 async def test_a_role_change_closes_the_socket_and_a_reconnect_checks_again(tenant, member, conversation):

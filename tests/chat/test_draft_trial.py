@@ -116,6 +116,7 @@ async def test_the_socket_refuses_a_test_conversation_to_a_member(tenant, tenant
     socket = await _socket(tenant_admin, tenant, trial.pk)
     connected, code = await socket.connect()
     assert not connected and code == 4403
+    await socket.disconnect()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,5 +1,7 @@
 """Websockets: the real ASGI stack (origin check, session auth) round-trips through the Redis channel layer."""
 
+import asyncio
+
 import pytest
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
@@ -35,6 +37,7 @@ async def test_anonymous_socket_is_closed(db):
     connected, code = await communicator.connect()
     assert not connected
     assert code == 4401
+    await communicator.disconnect()  # the consumer ends with the test, not when the test's event loop is torn down
 
 
 async def test_socket_from_a_foreign_origin_is_refused(member, tenant):
@@ -42,6 +45,8 @@ async def test_socket_from_a_foreign_origin_is_refused(member, tenant):
     communicator = _communicator(cookie, origin=b"http://evil.example")
     connected, _ = await communicator.connect()
     assert not connected
+    # Refused and done: no consumer is left waiting on the channel layer for the client to go away.
+    await asyncio.wait_for(asyncio.shield(communicator.future), timeout=1)
 
 
 @pytest.mark.parametrize(
@@ -79,3 +84,4 @@ async def test_a_socket_from_another_port_is_refused(member, tenant):
     communicator = _communicator(cookie, origin=b"http://testserver:9999")
     connected, _ = await communicator.connect()
     assert not connected
+    await asyncio.wait_for(asyncio.shield(communicator.future), timeout=1)
