@@ -3,10 +3,12 @@
 Hybrid search fuses the retrievers' candidate lists by a weighted sum of z-scores (CombSUM over standardised
 scores): each retriever's scores are standardised over its own top candidates, so cosine similarities and BM25
 scores become comparable and a chunk that stands far above a retriever's other candidates counts for more than
-one that is merely ranked first; each retriever's weight says whether it can read the query at all (the
+one that is merely ranked first; a score below the retriever's average counts as no evidence rather than evidence
+against, and a retriever whose best candidate stands out more is trusted more for that query. Each retriever's
+weight also says whether it can read the query at all (the
 English-only local model gets the query's share of Latin letters, so a Chinese query is ranked by BM25 alone
 and the model cannot drag it down). Reciprocal rank fusion and min-max fusion are kept for comparison
-(bench/kb_retrieval.py --fusions zscore,rrf,rrf_plain,minmax).
+(bench/kb_retrieval.py --fusions zscore,zscore_signed,rrf,rrf_plain,minmax).
 """
 
 from __future__ import annotations
@@ -78,11 +80,22 @@ class Ranking:
 # --- fusion ------------------------------------------------------------------------------------------------------
 
 
-def fuse_zscore(rankings: Sequence[Ranking], depth: int = CANDIDATES) -> dict[int, float]:
+def fuse_zscore(
+    rankings: Sequence[Ranking], depth: int = CANDIDATES, *, signed: bool = False, by_confidence: bool = True
+) -> dict[int, float]:
     """Weighted CombSUM of z-scores: each retriever's score minus the mean of its top `depth` candidates, over
-    their standard deviation, times its weight. Scale-free, so cosine similarities and BM25 scores mix."""
+    their standard deviation, times its weight. Scale-free, so cosine similarities and BM25 scores mix.
+
+    Two refinements, each measured on the dev sets (docs/knowledge-retrieval.md, "Fusion"):
+    - below its own average a retriever has no evidence, not evidence against: a z-score under 0 counts as 0, so
+      a chunk the model found is not pushed down because it shares no word with the query (`signed` keeps the
+      negative part);
+    - `by_confidence`: each retriever's weight is scaled by how far its best candidate stands above the others (its
+      top z-score), relative to the other retrievers': one that found something specific counts for more than one
+      whose list is flat."""
     fused: dict[int, float] = {}
     candidates = {chunk_id for ranking in rankings for chunk_id in ranking.ids}
+    standardised: list[tuple[Ranking, float, float]] = []
     for ranking in rankings:
         if ranking.weight <= 0 or not ranking.ids:
             continue
@@ -90,13 +103,17 @@ def fuse_zscore(rankings: Sequence[Ranking], depth: int = CANDIDATES) -> dict[in
         if len(top) < depth:  # a BM25 list shorter than depth: the rest of the corpus scores the floor
             top = np.concatenate([top, np.full(depth - len(top), ranking.floor)])
         mean, spread = float(top.mean()), float(top.std())
-        if spread <= 1e-9:
-            continue
+        if spread > 1e-9:
+            standardised.append((ranking, mean, spread))
+    confidence = [max((ranking.scores[0] - mean) / spread, 1e-6) for ranking, mean, spread in standardised]
+    average = sum(confidence) / len(confidence) if confidence else 1.0
+    for (ranking, mean, spread), sure in zip(standardised, confidence, strict=True):
+        weight = ranking.weight * (sure / average if by_confidence else 1.0)
         own = dict(zip(ranking.ids, ranking.scores, strict=True))
         for chunk_id in candidates:
-            score = own.get(chunk_id, ranking.extra.get(chunk_id, ranking.floor))
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + ranking.weight * (score - mean) / spread
-    if not fused:  # every retriever flat: keep the first list's order
+            z = (own.get(chunk_id, ranking.extra.get(chunk_id, ranking.floor)) - mean) / spread
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + weight * (z if signed else max(z, 0.0))
+    if not standardised:  # every retriever flat: keep the first list's order
         for ranking in rankings:
             for rank, chunk_id in enumerate(ranking.ids):
                 fused.setdefault(chunk_id, -float(rank))
@@ -135,6 +152,8 @@ def fuse_rrf(rankings: Sequence[Ranking], k: int = RRF_K) -> dict[int, float]:
 
 FUSIONS: dict[str, Callable[[Sequence[Ranking]], dict[int, float]]] = {
     "zscore": fuse_zscore,
+    # The z-score fusion before its two refinements (negative evidence kept, fixed weights), for comparison.
+    "zscore_signed": lambda rankings: fuse_zscore(rankings, signed=True, by_confidence=False),
     "minmax": fuse_minmax,
     "rrf": fuse_rrf,
     "rrf_plain": lambda rankings: fuse_rrf([Ranking(r.name, 1.0, r.ids, r.scores) for r in rankings]),

@@ -215,6 +215,34 @@ def test_fusion_weight_zero_ignores_a_retriever():
     assert sorted(fused, key=fused.get, reverse=True) == [1, 2, 3]
 
 
+def test_a_chunk_without_the_query_words_is_not_pushed_down_for_it():
+    """Chunk 9 is the model's best and shares no word with the query (BM25 0, far below BM25's average): that is no
+    evidence against it, so it ranks above chunk 3, which both retrievers rank near the top. Counted as negative
+    evidence (the signed fusion) it fell below."""
+    keyword = _ranking("keyword", 1.0, {1: 9.0, 3: 5.0, 2: 4.0, 4: 3.5, 5: 3.0, 6: 2.5})
+    vector = _ranking("vector", 1.0, {9: 0.90, 1: 0.80, 3: 0.72, 7: 0.60, 8: 0.58, 2: 0.55}, floor=0.55)
+    keyword.extra.update({9: 0.0, 7: 0.0, 8: 0.0})
+    vector.extra.update({4: 0.55, 5: 0.55, 6: 0.55})
+    fused = fuse_zscore([keyword, vector], depth=6)
+    assert fused[9] > fused[3]
+    signed = fuse_zscore([keyword, vector], depth=6, signed=True, by_confidence=False)
+    assert signed[9] < signed[3]
+
+
+def test_the_retriever_whose_best_stands_out_is_trusted_more_for_that_query():
+    """The keyword list is nearly flat (its first is barely above the rest); the model's first stands far above its
+    others. Equal weights tie their firsts; weighted by confidence the model's first wins."""
+    keyword = _ranking("keyword", 1.0, {1: 5.2, 2: 5.0, 3: 4.9, 4: 4.8, 5: 4.7})
+    vector = _ranking("vector", 1.0, {6: 0.95, 7: 0.40, 8: 0.38, 9: 0.37, 10: 0.36}, floor=0.36)
+    for chunk_id in (1, 2, 3, 4, 5):
+        vector.extra[chunk_id] = 0.36
+    for chunk_id in (6, 7, 8, 9, 10):
+        keyword.extra[chunk_id] = 0.0
+    fused = fuse_zscore([keyword, vector], depth=5)
+    assert max(fused, key=fused.get) == 6
+    assert fused[6] > 1.5 * fused[1]
+
+
 def test_a_retriever_that_cannot_read_the_query_cannot_drag_the_better_one_down():
     """The issue's case: BM25 is right, the English-only model reading Chinese is noise. With the language
     weight the fused ranking is BM25's (never below the better retriever); plain RRF lets the noise in."""
