@@ -9,8 +9,10 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         from knowledge.demo import seed_demo_knowledge
+        from knowledge.services import tenant_knowledge_delete
         from tenants.demo import register_demo_seeder
         from tenants.navigation import HomeCard, register_card
+        from tenants.services import register_tenant_cleanup
 
         # Every member sees and searches the knowledge bases; owners and admins change them.
         register_card(
@@ -23,3 +25,5 @@ class KnowledgeConfig(AppConfig):
             )
         )
         register_demo_seeder(seed_demo_knowledge)
+        # A tenant's deletion goes through its knowledge bases' own, which removes their files and vector indexes.
+        register_tenant_cleanup(tenant_knowledge_delete)

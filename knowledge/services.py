@@ -26,6 +26,7 @@ from knowledge.models import Document, DocumentStatus, IngestStage, KnowledgeBas
 from knowledge.parsing import ParseError, file_type_for, max_upload_bytes
 from knowledge.vectorstore import uses_pgvector
 from tenants.models import Tenant
+from tenants.scope import tenant_scope
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +101,14 @@ def knowledge_base_delete(*, knowledge_base: KnowledgeBase) -> None:
     if uses_pgvector():
         # robust: the deletion stands if this fails (an empty leftover index costs nothing; `vector_indexes` drops it)
         transaction.on_commit(lambda: drop_vector_indexes.delay(knowledge_base_id), robust=True)
+
+
+def tenant_knowledge_delete(tenant: Tenant) -> None:
+    """A tenant's knowledge bases, deleted one by one as knowledge_base_delete deletes them (their files and own
+    vector indexes go after the commit): registered as the tenant's cleanup, which the rows' cascade would skip."""
+    with tenant_scope(tenant):
+        for knowledge_base in KnowledgeBase.objects.filter(tenant=tenant):
+            knowledge_base_delete(knowledge_base=knowledge_base)
 
 
 def _delete_files(names: list[str]) -> None:

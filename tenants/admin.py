@@ -16,6 +16,7 @@ from core.bounded import BoundedJSONFormField
 from tenants.admin_site import is_platform_admin, is_tenant_admin
 from tenants.models import Membership, Role, Tenant, TenantOwned
 from tenants.packs import all_packs, pack_enabled, pack_name, pack_of_model
+from tenants.services import tenant_delete
 
 
 def _without_tenant(names) -> list:
@@ -279,6 +280,13 @@ class TenantAdmin(admin.ModelAdmin):
         if _usage is None:
             return "—"
         return _usage.budget_cell(obj.tokens_month, obj.monthly_token_budget)
+
+    def delete_model(self, request: HttpRequest, obj: Tenant) -> None:
+        tenant_delete(tenant=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset) -> None:
+        for tenant in queryset:
+            tenant_delete(tenant=tenant)
 
     def change_view(self, request: HttpRequest, object_id, form_url="", extra_context=None):
         # The tokens-per-day chart (T5, L3) under the tenant's fields; only for a tenant this user may see.

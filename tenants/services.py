@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -20,6 +20,26 @@ def tenant_ensure(*, slug: str, name: str, monthly_token_budget: int | None = No
         defaults["monthly_token_budget"] = monthly_token_budget
     tenant, _ = Tenant.objects.update_or_create(slug=slug, defaults=defaults)
     return tenant
+
+
+TenantCleanup = Callable[[Tenant], None]
+_cleanups: list[TenantCleanup] = []
+
+
+def register_tenant_cleanup(cleanup: TenantCleanup) -> None:
+    """Let an app above this one remove what goes with a tenant beyond its rows (stored files, a knowledge base's
+    own vector index): `cleanup(tenant)` runs in tenant_delete's transaction, before the tenant's rows go."""
+    if cleanup not in _cleanups:
+        _cleanups.append(cleanup)
+
+
+@transaction.atomic
+def tenant_delete(*, tenant: Tenant) -> None:
+    """Delete a tenant and everything it owns: each app's cleanup first (register_tenant_cleanup), then the rows
+    (their foreign keys cascade)."""
+    for cleanup in _cleanups:
+        cleanup(tenant)
+    tenant.delete()
 
 
 @transaction.atomic

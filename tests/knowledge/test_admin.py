@@ -155,3 +155,24 @@ def test_a_member_is_refused_by_the_admin(login, member, tenant, kb):
 def test_the_platform_superuser_sees_every_tenant(login, superuser, tenant, rows):
     listing = login(superuser, tenant).get(reverse("admin:knowledge_document_changelist")).content.decode()
     assert "solar.txt" in listing and "noodles.txt" in listing
+
+
+def test_deleting_a_tenant_in_the_admin_removes_its_knowledge_files_and_leaves_the_others(
+    client, superuser, rows, kb, other_kb, ingest
+):
+    """A tenant's deletion cascades to its rows; its knowledge bases' stored files go with it (through the knowledge
+    bases' own deletion), and another tenant's knowledge base and files are untouched."""
+    from django.core.files.storage import default_storage
+
+    mine, theirs = rows["mine"].file.name, rows["theirs"].file.name
+    assert default_storage.exists(mine) and default_storage.exists(theirs)
+    client.force_login(superuser)
+    with ingest():
+        response = client.post(reverse("admin:tenants_tenant_delete", args=[kb.tenant.pk]), {"post": "yes"})
+    assert response.status_code == 302
+    with all_tenants(reason="the test checks both tenants' rows"):
+        assert not KnowledgeBase.objects.filter(pk=kb.pk).exists()
+        assert not Document.objects.filter(pk=rows["mine"].pk).exists()
+        assert Document.objects.filter(pk=rows["theirs"].pk, knowledge_base=other_kb).exists()
+    assert not default_storage.exists(mine)
+    assert default_storage.exists(theirs)

@@ -152,6 +152,21 @@ def test_deleting_it_in_the_admin_drops_its_index_too(big, login, tenant_admin, 
 
 
 @pytest.mark.pgvector
+def test_deleting_the_tenant_drops_its_knowledge_bases_indexes_and_no_other(big, tenant, other_tenant, ingest):
+    from tenants.services import tenant_delete
+
+    add_document(big, "more.txt", MORE)
+    with tenant_scope(other_tenant):
+        theirs = KnowledgeBase.objects.create(name="theirs", embedder="local")
+        add_document(theirs, "english.txt", ENGLISH + CHINESE + MORE)
+        assert vectorstore.ensure_own_index(theirs.pk, 384)
+    assert vectorstore.ensure_own_index(big.pk, 384)
+    with ingest():
+        tenant_delete(tenant=tenant)
+    assert vectorstore.own_indexes() == {vectorstore.own_index_name(384, theirs.pk): (384, theirs.pk)}
+
+
+@pytest.mark.pgvector
 def test_the_command_builds_missing_indexes_and_drops_those_of_deleted_knowledge_bases(big, tenant):
     add_document(big, "more.txt", MORE)  # large now, but no ingestion ran to notice
     gone = KnowledgeBase.objects.create(name="gone", embedder="local")
