@@ -37,8 +37,9 @@ PARAGRAPHS = [
 def _index_state(name: str) -> bool | None:
     """None: no such index; else whether PostgreSQL marks it valid (a concurrent build in progress is not)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
-                       [name])  # fmt: skip
+        cursor.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s", [name]
+        )
         row = cursor.fetchone()
     return None if row is None else bool(row[0])
 
