@@ -536,7 +536,64 @@ def scale_test(
                         report(size, label, mode, timed(knowledge_base, mode))
                     print_plan(knowledge_base, texts[0], f"{size} chunks, {variant or 'plan'}")
     size, knowledge_base, document = built[-1]
+    if own:
+        measure_write_cost(knowledge_base, document, rows, dimension, rounds=max(1, rounds), seed=seed)
     measure_refresh(knowledge_base, document, rows, texts[0])
+
+
+def measure_write_cost(knowledge_base, document, rows, dimension: int, *, rounds: int, seed: int, count: int = 1280):
+    """What the knowledge base's own index adds to ingestion's writes: `count` more chunks (replicated vectors)
+    written as ingestion writes them (bulk inserts of EMBED_BATCH chunks with their vectors), with the own index and
+    with the shared one alone, alternately, each inside a transaction that is rolled back (the knowledge base stays
+    as it was); and the same chunk texts embedded, for scale."""
+    from django.db import transaction
+
+    from knowledge.embedders import embedder_for
+    from knowledge.ingest import EMBED_BATCH
+    from knowledge.models import Chunk
+
+    base = np.asarray([r[2] for r in rows], dtype=np.float32)
+    rng = np.random.default_rng(seed + 1)
+    noise = 0.5 / math.sqrt(base.shape[1])
+    chunks = []
+    for i in range(count):
+        text, terms, _, model, dim = rows[i % len(rows)]
+        vector = base[i % len(rows)] + rng.normal(0, noise, base.shape[1]).astype(np.float32)
+        chunks.append((text, terms, (vector / np.linalg.norm(vector)).tolist(), model, dim))
+
+    def write() -> float:
+        started = time.perf_counter()
+        for start in range(0, count, EMBED_BATCH):
+            Chunk.objects.bulk_create(
+                Chunk(tenant_id=knowledge_base.tenant_id, knowledge_base=knowledge_base, document=document,
+                      position=10_000_000 + start + n, text=text, terms=terms, embedding=vector,
+                      embedding_model=model, embedding_dim=dim)
+                for n, (text, terms, vector, model, dim) in enumerate(chunks[start : start + EMBED_BATCH])
+            )  # fmt: skip
+        return time.perf_counter() - started
+
+    totals = {"shared index only": 0.0, "shared + own index": 0.0}
+    for _ in range(rounds):
+        for label in totals:
+            hidden = own_index_hidden(knowledge_base, dimension, hide=label == "shared index only")
+            with hidden, transaction.atomic():
+                totals[label] += write()
+                transaction.set_rollback(True)
+    sample = [text for text, *_ in chunks[:EMBED_BATCH]]
+    embedder = embedder_for(knowledge_base)
+    embedder.embed(sample[:2])
+    started = time.perf_counter()
+    embedder.embed(sample)
+    embed_ms = (time.perf_counter() - started) * 1000 / len(sample)
+    per_chunk = {label: total * 1000 / (count * rounds) for label, total in totals.items()}
+    extra = per_chunk["shared + own index"] - per_chunk["shared index only"]
+    print(
+        f"  writes of {count} chunks into {knowledge_base.chunks.count()} ({rounds} rounds): "
+        + ", ".join(f"{label} {ms:.2f} ms a chunk" for label, ms in per_chunk.items())
+        + f"; the own index adds {extra:.2f} ms a chunk, against {embed_ms:.1f} ms to embed one "
+        f"({extra / embed_ms:.1%} of ingestion)",
+        flush=True,
+    )
 
 
 @contextlib.contextmanager
