@@ -86,7 +86,7 @@ def fuse_zscore(
     """Weighted CombSUM of z-scores: each retriever's score minus the mean of its top `depth` candidates, over
     their standard deviation, times its weight. Scale-free, so cosine similarities and BM25 scores mix.
 
-    Two refinements, each measured on the dev sets (docs/knowledge-retrieval.md, "Fusion"):
+    Two refinements, each measured on the dev sets (docs/knowledge-retrieval.md, "Two refinements"):
     - below its own average a retriever has no evidence, not evidence against: a z-score under 0 counts as 0, so
       a chunk the model found is not pushed down because it shares no word with the query (`signed` keeps the
       negative part);
