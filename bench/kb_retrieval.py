@@ -443,20 +443,14 @@ def scale_test(
     from knowledge.retrieval import clear_query_vectors, search
 
     rows = list(source.chunks.values_list("text", "terms", "embedding", "embedding_model", "embedding_dim"))
-    base = np.asarray([r[2] for r in rows], dtype=np.float32)
     rng = np.random.default_rng(seed)
     built = []
     for size in sizes:
         knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"scale {size}")
         document = make_document(knowledge_base, "scale.txt", "replicated chunks")
         started = time.perf_counter()
-        noise = 0.5 / math.sqrt(base.shape[1])  # |noise| ~ 0.5 against unit vectors: cosine ~0.9 to the source
         batch = []
-        for i in range(size):
-            j = i % len(rows)
-            vector = base[j] + rng.normal(0, noise, base.shape[1]).astype(np.float32)
-            vector /= np.linalg.norm(vector)
-            text, terms, _, model, dim = rows[j]
+        for i, (text, terms, vector, model, dim) in enumerate(replicas(rows, size, rng)):
             batch.append(
                 Chunk(
                     tenant=tenant,
@@ -465,7 +459,7 @@ def scale_test(
                     position=i,
                     text=text,
                     terms=terms,
-                    embedding=vector.tolist(),
+                    embedding=vector,
                     embedding_model=model,
                     embedding_dim=dim,
                 )
@@ -541,6 +535,17 @@ def scale_test(
     measure_refresh(knowledge_base, document, rows, texts[0])
 
 
+def replicas(rows: list[tuple], count: int, rng: np.random.Generator):
+    """`count` chunks (text, terms, vector, model, dimension) made from `rows` in turn: each source vector plus
+    Gaussian noise of length ~0.5 (cosine ~0.9 to its source), re-normalised; text and terms copied."""
+    base = np.asarray([row[2] for row in rows], dtype=np.float32)
+    noise = 0.5 / math.sqrt(base.shape[1])
+    for i in range(count):
+        text, terms, _, model, dim = rows[i % len(rows)]
+        vector = base[i % len(rows)] + rng.normal(0, noise, base.shape[1]).astype(np.float32)
+        yield text, terms, (vector / np.linalg.norm(vector)).tolist(), model, dim
+
+
 def measure_write_cost(knowledge_base, document, rows, dimension: int, *, rounds: int, seed: int, count: int = 1280):
     """What the knowledge base's own index adds to ingestion's writes: `count` more chunks (replicated vectors)
     written as ingestion writes them (bulk inserts of EMBED_BATCH chunks with their vectors), with the own index and
@@ -552,14 +557,7 @@ def measure_write_cost(knowledge_base, document, rows, dimension: int, *, rounds
     from knowledge.ingest import EMBED_BATCH
     from knowledge.models import Chunk
 
-    base = np.asarray([r[2] for r in rows], dtype=np.float32)
-    rng = np.random.default_rng(seed + 1)
-    noise = 0.5 / math.sqrt(base.shape[1])
-    chunks = []
-    for i in range(count):
-        text, terms, _, model, dim = rows[i % len(rows)]
-        vector = base[i % len(rows)] + rng.normal(0, noise, base.shape[1]).astype(np.float32)
-        chunks.append((text, terms, (vector / np.linalg.norm(vector)).tolist(), model, dim))
+    chunks = list(replicas(rows, count, np.random.default_rng(seed + 1)))
 
     def write() -> float:
         started = time.perf_counter()
