@@ -479,19 +479,18 @@ class _Subscriber:
 
 
 _logs: dict[tuple[str, str], FrameLog] = {}
-_memory_log = MemoryFrameLog()
 
 
 def get_frame_log() -> FrameLog:
-    """The store for this deployment: Redis when settings.REDIS_URL is set, else the process's in-memory one."""
-    url = settings.REDIS_URL
-    if not url:
-        return _memory_log
-    prefix = setting("CHAT_STREAM_PREFIX")
-    key = (url, prefix)
-    if key not in _logs:
-        _logs[key] = RedisFrameLog(url, prefix)
-    return _logs[key]
+    """The store for this deployment: Redis when settings.REDIS_URL is set, else an in-memory one of this process.
+    Either is one per CHAT_STREAM_PREFIX: a new prefix starts an empty log (tests give each test its own), and the
+    log of an earlier prefix keeps its frames and its subscribers (each event loop's hub stays on it)."""
+    url = settings.REDIS_URL or ""
+    key = (url, setting("CHAT_STREAM_PREFIX"))
+    log = _logs.get(key)
+    if log is None:
+        log = _logs.setdefault(key, RedisFrameLog(url, key[1]) if url else MemoryFrameLog())
+    return log
 
 
 def membership_changed(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:

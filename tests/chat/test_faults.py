@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from agents.services import agent_create, conversation_start
-from chat import streams, turns
+from chat import turns
 from core.db import database_sync_to_async
 from memory.models import Message
 from tenants.scope import tenant_scope
@@ -28,7 +28,6 @@ def _fast_retries(settings):
     settings.LLM_RETRY_BASE_DELAY = 0.01
     settings.LLM_RETRY_MAX_DELAY = 0.02
     settings.CHAT_STREAM_PREFIX = f"test-faults-{uuid.uuid4().hex[:12]}"
-    streams._memory_log.__init__()
 
 
 @pytest.fixture
