@@ -1,6 +1,6 @@
 """Sinks that need no surface: one that keeps every frame (the API's blocking answers, tests), one that drops them
 (work nobody watches), one that hands them to a reader (the API's streamed answers) and one that sends each frame
-to two sinks. The chat websocket's sink is chat.sinks.ChannelSink."""
+to two sinks. The chat websocket's sink is engine.sinks.ChannelSink."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Two ways to give the context:
 - continued: a conversation id (header `X-Conversation-Id` or `metadata.conversation_id`) continues that stored
   conversation, and only the last user message of `messages` is sent.
 
-The turn is the chat's turn (chat.turns): stored, claimed, streamed to open chat pages as well, stopped when the
+The turn is the chat's turn (engine.turns): stored, claimed, streamed to open chat pages as well, stopped when the
 client goes away. Answers follow OpenAI's shapes; what only this platform knows (the conversation id, tool and plan
 progress) rides in extra fields (`conversation_id`, `agentplat`) that standard clients ignore.
 """
@@ -36,10 +36,10 @@ from agents.sinks import QueueSink
 from api.keys import KeyAccess, KeyRefused, caller_conversation
 from api.models import KeyScope
 from api.throttling import admit
-from chat import turns
 from core.bounded import loads_json
 from core.conf import setting
 from core.db import database_sync_to_async
+from engine import turns
 from llm import errors
 from memory.models import Conversation, Role
 from memory.services import messages_import, title_from

@@ -31,7 +31,7 @@ from agents.workflows.services import workflow_runs_for, workflow_validate
 from api.authentication import HasScope, TenantScopedApiView, administers, key_access
 from api.keys import caller_conversation
 from api.models import KeyScope
-from chat import turns
+from engine import turns
 from llm import errors
 from memory.models import Conversation, Message
 

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from api.authentication import administers, key_access
 from api.models import KeyScope
 from api.rest import ApiViewSet, StopSerializer, page_of, require_administrator
-from chat import turns
+from engine import turns
 from llm.models import LLMCall
 from plans.models import Plan, PlanLog
 

@@ -21,9 +21,9 @@ from agents.sinks import QueueSink
 from api.keys import KeyRefused, bearer_secret, caller_conversation
 from api.models import KeyScope
 from api.throttling import admit
-from chat import turns
 from core.bounded import loads_json
 from core.db import database_sync_to_async
+from engine import turns
 from memory.models import Conversation
 from tenants.models import Tenant
 from tenants.scope import tenant_scope

@@ -2,7 +2,7 @@
 in seq order, `catch_up` replays what a socket missed, `stop` stops the running turn. Protocol:
 docs/stream-protocol.md.
 
-The socket takes its frames from this process's bus hub (chat.bus), not from the channel layer: no channel, no group
+The socket takes its frames from this process's bus hub (engine.bus), not from the channel layer: no channel, no group
 and no blocking receive per socket. Frames pass through an inbox drained by one task at a time under the socket's
 lock, so live frames, a catch-up and a gap repair never interleave.
 """
@@ -22,13 +22,13 @@ from django.utils.translation.trans_real import parse_accept_lang_header
 
 from agents import frames
 from agents.limits import MAX_MESSAGE_CHARS, MessageLimit
-from chat import turns
-from chat.bus import hub_for
 from chat.selectors import conversation_message_limit
-from chat.sinks import page_frame
-from chat.streams import get_frame_log
 from core.conf import setting
 from core.db import database_sync_to_async
+from engine import turns
+from engine.bus import hub_for
+from engine.sinks import page_frame
+from engine.streams import get_frame_log
 from llm import errors
 from memory.models import Conversation
 from memory.selectors import access_conversation
@@ -134,7 +134,7 @@ class ChatConsumer(TenantScopedJsonConsumer):
     def _access_changed(self) -> None:
         asyncio.get_running_loop().create_task(self.close(code=ACCESS_CHANGED_CLOSE))
 
-    # The hub's side (chat.bus.Listener): called on the event loop, never blocks.
+    # The hub's side (engine.bus.Listener): called on the event loop, never blocks.
     def deliver(self, seq: int, body: str) -> None:
         self._push(seq, body)
 

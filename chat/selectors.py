@@ -12,8 +12,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from agents.config import conversation_config
 from agents.limits import MessageLimit, message_limit
 from agents.models import Agent
-from chat.streams import get_frame_log
 from core.markdown import render_markdown
+from engine.streams import get_frame_log
 from llm.errors import message_for
 from memory.models import Conversation, ConversationContext, Message, MessageStatus, Role
 from memory.overflow import STRATEGY_SUMMARIZE

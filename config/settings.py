@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "plans",
     "agents.packs.restaurant",
     "agents.packs.energy",
+    "engine",
     "chat",
     "api",
 ]

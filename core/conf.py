@@ -44,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "CHAT_TURN_QUEUE": 400,
     "CHAT_BUSY_RETRY_SECONDS": 10,
     # Seconds a running turn's claim lasts unless its process renews it: after a process dies, its turns are ended as
-    # interrupted by another process within about this long (chat.turns.end_interrupted_turns).
+    # interrupted by another process within about this long (engine.turns.end_interrupted_turns).
     "CHAT_TURN_LEASE_SECONDS": 60,
     # Threads of a process that run database work of async code side by side on PostgreSQL (1: one thread).
     "DATABASE_THREADS": 8,

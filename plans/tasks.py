@@ -26,7 +26,7 @@ _timers: dict[int, threading.Timer] = {}
 _timers_lock = threading.Lock()
 
 
-# The surface that runs a turn the server starts (chat.turns.run_server_turn, registered by the chat app): it
+# The surface that runs a turn the server starts (engine.turns.run_server_turn, registered by the chat app): it
 # claims the conversation like a typed message would and streams the frames. Without one, the turn runs silently.
 ServerTurn = Callable[..., Awaitable[bool]]
 _server_turn: ServerTurn | None = None

@@ -8,9 +8,9 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from agents.services import agent_create, conversation_start
-from chat import streams, turns
 from config.asgi import application
 from core.db import database_sync_to_async
+from engine import streams, turns
 from llm.errors import message_for
 from memory.models import Message
 from tenants.models import Role

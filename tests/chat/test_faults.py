@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from agents.services import agent_create, conversation_start
-from chat import turns
 from core.db import database_sync_to_async
+from engine import turns
 from memory.models import Message
 from tenants.scope import tenant_scope
 from tests.chat.test_consumer import _connect, _frames_until, _send

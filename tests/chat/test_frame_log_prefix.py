@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from chat import bus, streams
+from engine import bus, streams
 
 
 @pytest.fixture

@@ -141,7 +141,7 @@ def test_a_step_result_renders_as_markdown_and_a_stored_report_keeps_its_link():
 
 def test_the_live_step_frame_carries_the_rendered_result():
     from agents import frames
-    from chat.sinks import page_frame
+    from engine.sinks import page_frame
 
     step = frames.Step.response(index=2, status="completed", content="| a |\n| - |\n| 1 |", intent="plan_step")
     sent = page_frame(step)

@@ -198,7 +198,7 @@ async def test_step_agents_run_on_the_execution_tier(tenant, setup, scripted_llm
 
 
 async def test_the_ask_timeout_streams_its_turn_and_yields_to_a_running_user_turn(tenant, setup, scripted_llm):
-    from chat.streams import get_frame_log
+    from engine.streams import get_frame_log
     from plans.tasks import NO_REPLY, plan_ask_timeout
 
     conversation, plan = await _plan_waiting_for_the_writer(tenant, setup, scripted_llm)

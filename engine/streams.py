@@ -1,9 +1,9 @@
 """The frame log: numbers each frame of a conversation (`seq`), keeps the recent ones for `catch_up`, and publishes
-every frame it numbers to the sockets of every process (chat.bus delivers them).
+every frame it numbers to the sockets of every process (engine.bus delivers them).
 
 It also holds the two small pieces of turn state every process must see: which turn is running in a conversation
 (so a resend or a second message does not start another; a lease its process renews, so a turn whose process died is
-found and ended by another: chat.turns.end_interrupted_turns) and whether someone asked it to stop (a flag, and a stop
+found and ended by another: engine.turns.end_interrupted_turns) and whether someone asked it to stop (a flag, and a stop
 message on the same bus so the running turn hears it at once).
 
 Redis when settings.REDIS_URL is set (shared by every Daphne process and Celery worker; numbering, keeping and
@@ -29,7 +29,7 @@ from django.db import transaction
 
 from core.conf import setting
 
-logger = logging.getLogger("chat.streams")
+logger = logging.getLogger("engine.streams")
 
 # How many frames of a conversation are kept for catch_up, and for how long after the last one (seconds).
 MAX_FRAMES = 2000
@@ -41,8 +41,8 @@ STOP_TTL = 60
 
 def turn_lease_seconds() -> int:
     """How long a running turn's claim lasts unless renewed (CHAT_TURN_LEASE_SECONDS): the running turn renews it
-    six times as often (chat.turns); a process that died stops renewing, and once it has run out another process ends
-    the turn as interrupted (chat.turns.end_interrupted_turns)."""
+    six times as often (engine.turns); a process that died stops renewing, and once it has run out another process ends
+    the turn as interrupted (engine.turns.end_interrupted_turns)."""
     return max(1, int(setting("CHAT_TURN_LEASE_SECONDS")))
 
 

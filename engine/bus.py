@@ -5,10 +5,10 @@ Why batches: a streamed reply is a frame per token. Written one by one, each tok
 channel-layer send per socket (about 4.5 ms of Daphne CPU a frame, measured). The writer merges a turn's
 consecutive deltas and writes every pending frame of every conversation in one round trip, at most
 CHAT_FLUSH_SECONDS after the first one; other frames (tool, step, done, error) are written at once, with the deltas
-before them. The frame log numbers the batch and publishes it on the bus in the same call (chat.streams).
+before them. The frame log numbers the batch and publishes it on the bus in the same call (engine.streams).
 
 Why a hub: each process subscribes to the bus once; the hub gives each frame to the sockets of its conversation in
-this process (chat.consumers.ChatConsumer.deliver) and each stop request to the turn it names (chat.turns). Nothing
+this process (chat.consumers.ChatConsumer.deliver) and each stop request to the turn it names (engine.turns). Nothing
 is dropped on the way: a socket that sees a seq jump reads the missing frames from the log, and after the bus
 reconnected every socket catches up from the log. See docs/stream-protocol.md and docs/operations.md.
 """
@@ -22,10 +22,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from chat.streams import FrameLog, frame_body, turn_lease_seconds
 from core.conf import setting
+from engine.streams import FrameLog, frame_body, turn_lease_seconds
 
-logger = logging.getLogger("chat.bus")
+logger = logging.getLogger("engine.bus")
 
 
 class Listener(Protocol):
@@ -47,7 +47,7 @@ class Hub:
         self.stops: dict[tuple[int, int], Callable[[], None]] = {}
         self.members: dict[tuple[int, int], set[Callable[[], None]]] = {}
         self.unsubscribe = log.subscribe(self.feed)
-        # Turns can outlive their process only in a shared store: there, look for dead ones (chat.turns).
+        # Turns can outlive their process only in a shared store: there, look for dead ones (engine.turns).
         self.warden = asyncio.get_running_loop().create_task(self._warden()) if log.shared else None
         # Conversations whose first page just opened, looked at together (a storm of connects is one look, not one
         # frame-log call each).
@@ -80,7 +80,7 @@ class Hub:
                 await self._end_interrupted(list(self.listeners))
 
     async def _end_interrupted(self, conversation_ids: list[int]) -> None:
-        from chat.turns import end_interrupted_turns  # chat.turns imports this module
+        from engine.turns import end_interrupted_turns  # engine.turns imports this module
 
         try:
             await end_interrupted_turns(self.log, conversation_ids)

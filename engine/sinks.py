@@ -1,5 +1,5 @@
 """The chat surface's sink: every frame of a turn goes to the frame log, which numbers it and publishes it on the bus
-to the conversation's sockets in every process (chat.bus)."""
+to the conversation's sockets in every process (engine.bus)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import logging
 from typing import Any
 
 from agents import frames
-from chat.bus import writer_for
-from chat.streams import FrameLog, get_frame_log
 from core.markdown import render_markdown
+from engine.bus import writer_for
+from engine.streams import FrameLog, get_frame_log
 
-logger = logging.getLogger("chat.sinks")
+logger = logging.getLogger("engine.sinks")
 
 
 def page_frame(frame: frames.Frame) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def page_frame(frame: frames.Frame) -> dict[str, Any]:
 
 class ChannelSink:
     """Implements agents.runtime.Sink for the websocket: the frame goes to the frame log through this process's
-    batching writer (chat.bus), which numbers it and publishes it to every socket of the conversation.
+    batching writer (engine.bus), which numbers it and publishes it to every socket of the conversation.
 
     A delta returns at once (it may be merged with the next ones; its seq is given at the flush); any other frame
     waits until it is logged and returns it with its seq, so the turn's end is stored before the turn ends.

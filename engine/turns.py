@@ -19,11 +19,11 @@ from django.db import IntegrityError
 from agents import frames
 from agents.runtime import Sink, TurnResult, run_turn
 from agents.sinks import TeeSink
-from chat.bus import hub_for
-from chat.sinks import ChannelSink
-from chat.streams import FrameLog, get_frame_log, turn_lease_seconds
 from core.conf import setting
 from core.db import database_sync_to_async
+from engine.bus import hub_for
+from engine.sinks import ChannelSink
+from engine.streams import FrameLog, get_frame_log, turn_lease_seconds
 from llm import errors
 from memory.models import Conversation, Message, MessageStatus, Role
 from memory.services import assistant_message_finish, message_add
@@ -31,7 +31,7 @@ from plans.models import Plan, PlanStatus
 from plans.services import plan_set_status
 from tenants.scope import all_tenants, tenant_scope
 
-logger = logging.getLogger("chat.turns")
+logger = logging.getLogger("engine.turns")
 
 # How often a running turn renews its claim in the frame log (six times per lease: streams.turn_lease_seconds) and
 # reads the stop flag (in case the stop message was published while this process's bus was reconnecting).
@@ -317,7 +317,7 @@ async def run_server_turn(*, conversation: Conversation, content: str) -> bool:
 # lost), nothing ends the turn: no reply is stored and the pages never get `done`. Its claim is a lease the running
 # turn renews; once the lease has run out without a release, any process may adopt the turn and end it as
 # `interrupted`, with what the frame log kept of the reply. Each process looks at the conversations its sockets
-# watch (chat.bus.Hub, every third of a lease, and when a conversation's first socket connects), and a new message
+# watch (engine.bus.Hub, every third of a lease, and when a conversation's first socket connects), and a new message
 # ends its conversation's dead turn before it is stored.
 
 
