@@ -39,9 +39,9 @@ SAY_CHUNK_CHARS = 16
 
 
 class Sink(Protocol):
-    """Where a turn writes its frames. `emit` returns the frame as delivered (with `seq`, when the sink numbers)."""
+    """Where a turn writes its frames. `emit` returns the frame as delivered (with its `seq` when the sink numbers)."""
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]: ...
+    async def emit(self, frame: frames.Frame) -> frames.Logged: ...
 
 
 class TurnStatus(StrEnum):
@@ -139,7 +139,7 @@ class TurnContext:
     def count(self, prompt_tokens: int, completion_tokens: int, llm_call_id: int | None = None) -> None:
         self.usage = self.usage.plus(prompt_tokens, completion_tokens, llm_call_id)
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
         return await self.sink.emit(frame)
 
     async def delta(self, text: str) -> None:

@@ -10,13 +10,13 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 
+from agents import frames
 from agents.sinks import QueueSink
 from api.keys import KeyRefused, bearer_secret, caller_conversation
 from api.models import KeyScope
@@ -98,8 +98,9 @@ def _prepare(request: HttpRequest, conversation_id: int) -> Send:
     return Send(tenant=tenant, conversation=conversation, content=content, client_id=client_id)
 
 
-def _event(frame: dict[str, Any]) -> str:
-    return f"event: {frame.get('type', 'message')}\ndata: {json.dumps(frame, ensure_ascii=False)}\n\n"
+def _event(logged: frames.Logged) -> str:
+    """A frame as a server-sent event named by its type (`seq` is null for frames the log did not number)."""
+    return f"event: {logged.frame.type}\ndata: {json.dumps(logged.as_dict(), ensure_ascii=False)}\n\n"
 
 
 @csrf_exempt  # a key request has no CSRF token; a session request is checked in _prepare
@@ -129,17 +130,19 @@ async def send_stream(request: HttpRequest, conversation_id: int) -> HttpRespons
 
 async def _events(submission: turns.Submission, sink: QueueSink, conversation_id: int) -> AsyncIterator[str]:
     """The logged frames of a resent turn, or the new turn's frames as they come; a client that leaves stops it."""
-    for frame in submission.frames:
-        yield _event(frame)
+    for logged in submission.frames:
+        yield _event(logged)
     if submission.task is None:
         if submission.outcome == "duplicate" and submission.reply is not None and len(submission.frames) <= 1:
-            reply = submission.reply
-            yield _event({"type": "done", "message_id": reply.pk, "status": reply.status, "content": reply.content,
-                          "usage": reply.usage or {}, "duplicate": True})  # fmt: skip
+            reply, usage = submission.reply, submission.reply.usage or {}
+            tokens = frames.usage_dict(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+            done = frames.Done(message_id=reply.pk, status=reply.status, content=reply.content, usage=tokens,
+                               duplicate=True)  # fmt: skip
+            yield _event(frames.Logged(None, done))
         return
     try:
         while (frame := await sink.queue.get()) is not None:
-            yield _event(frame.as_dict())
+            yield _event(frames.Logged(None, frame))
     except (asyncio.CancelledError, GeneratorExit):
         if not submission.task.done():
             asyncio.get_running_loop().create_task(turns.request_stop(conversation_id=conversation_id))

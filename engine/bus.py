@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from agents import frames
 from core.conf import setting
 from engine.streams import FrameLog, frame_body, turn_lease_seconds
 
@@ -152,7 +154,7 @@ class FrameWriter:
         self.task: asyncio.Task | None = None
         self.urgent = asyncio.Event()
 
-    def write(self, conversation_id: int, frame: dict[str, Any], *, wait: bool) -> asyncio.Future | None:
+    def write(self, conversation_id: int, frame: frames.Frame, *, wait: bool) -> asyncio.Future | None:
         """Queue `frame` for the log. With `wait`, returns a future of the frame with its seq, and the flush starts
         at once; without, the frame may be merged into the delta before it and goes out within the flush delay."""
         failure = self.failures.pop(conversation_id, None)
@@ -161,7 +163,7 @@ class FrameWriter:
         entries = self.pending.setdefault(conversation_id, [])
         future = None
         if not wait and entries and _mergeable(entries[-1], frame):
-            entries[-1][0] = {**entries[-1][0], "content": entries[-1][0]["content"] + frame["content"]}
+            entries[-1][0] = dataclasses.replace(entries[-1][0], content=entries[-1][0].content + frame.content)
         else:
             if wait:
                 future = asyncio.get_running_loop().create_future()
@@ -208,18 +210,17 @@ class FrameWriter:
         for first, entries in zip(firsts, batch.values(), strict=True):
             for seq, (frame, future) in enumerate(entries, start=first):
                 if future is not None and not future.done():
-                    future.set_result({"seq": seq, **frame})
+                    future.set_result(frames.Logged(seq, frame))
 
 
-def _mergeable(entry: list[Any], frame: dict[str, Any]) -> bool:
+def _mergeable(entry: list[Any], frame: frames.Frame) -> bool:
     """A delta following a pending delta of the same index (and nobody waiting for the pending one)."""
     previous, future = entry
     return (
         future is None
-        and previous.get("type") == "delta"
-        and frame.get("type") == "delta"
-        and previous.get("index") == frame.get("index")
-        and previous.keys() == frame.keys()
+        and isinstance(previous, frames.Delta)
+        and isinstance(frame, frames.Delta)
+        and previous.index == frame.index
     )
 
 

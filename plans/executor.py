@@ -70,12 +70,12 @@ class _StepSink:
         self.seq = seq
         self.plan = plan
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
         if isinstance(frame, frames.Done):
             await self._log(LogKind.MODEL_CALL, {"role": "step", "usage": frame.usage})
-            return frame.as_dict()
+            return frames.Logged(None, frame)
         if isinstance(frame, frames.Step | frames.Error):
-            return frame.as_dict()
+            return frames.Logged(None, frame)
         if isinstance(frame, frames.Tool) and frame.status != frames.ToolStatus.STARTED:
             await self._log(LogKind.TOOL_CALL, {"name": frame.name, "call_id": frame.call_id, "status": frame.status,
                                                 "arguments": frame.arguments, "result": frame.result})  # fmt: skip

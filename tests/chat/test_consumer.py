@@ -257,7 +257,7 @@ async def test_frames_and_the_stop_flag_live_in_redis(redis_url, member, tenant,
     await turns.wait_turns()
     await socket.disconnect()
     log = streams.get_frame_log()
-    assert await log.after(conversation.pk, 0) == frames
+    assert [logged.as_dict() for logged in await log.after(conversation.pk, 0)] == frames
     assert await log.last_seq(conversation.pk) == frames[-1]["seq"]
     assert await log.running_turn(conversation.pk) is None
 
