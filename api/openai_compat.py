@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
@@ -35,6 +36,7 @@ from agents.services import conversation_start
 from agents.sinks import QueueSink
 from api.keys import KeyAccess, KeyRefused, caller_conversation
 from api.models import KeyScope
+from api.parsers import unstorable_at, unstorable_message
 from api.throttling import admit
 from chat import turns
 from core.bounded import loads_json
@@ -170,6 +172,10 @@ def parse_completion_request(raw: bytes, headers: Any) -> CompletionRequest:
         raise ApiError(400, _("The request body is not valid JSON."), code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, _("The request body must be a JSON object."), code="invalid_json")
+    if (where := unstorable_at(data)) is not None:
+        raise ApiError(
+            400, unstorable_message(where), code="invalid_characters", param=where,
+        )  # fmt: skip
     model = data.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ApiError(400, _("Name the agent in “model” (GET /v1/models lists them)."), code="missing_model",
@@ -254,8 +260,9 @@ def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
                 raise ApiError(404, _("No such conversation of this agent."), code="conversation_not_found",
                                param="metadata.conversation_id")  # fmt: skip
         else:
-            conversation = conversation_start(agent=agent, user=access.user, title=title_from(ask.content))
-            messages_import(conversation=conversation, messages=ask.history)
+            with transaction.atomic():  # the history is stored whole or not at all
+                conversation = conversation_start(agent=agent, user=access.user, title=title_from(ask.content))
+                messages_import(conversation=conversation, messages=ask.history)
     return Prepared(access=access, agent=agent, conversation=conversation)
 
 

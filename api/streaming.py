@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from agents.sinks import QueueSink
 from api.keys import KeyRefused, bearer_secret, caller_conversation
 from api.models import KeyScope
+from api.parsers import unstorable_at, unstorable_message
 from api.throttling import admit
 from chat import turns
 from core.bounded import loads_json
@@ -57,15 +58,18 @@ def _body(raw: bytes) -> tuple[str, str]:
     try:
         data = loads_json(raw or b"")
     except (ValueError, UnicodeDecodeError):
-        raise Refused(400, "invalid", _("The request body is not valid JSON.")) from None
+        raise Refused(400, "validation_error", _("The request body is not valid JSON.")) from None
     content = data.get("content") if isinstance(data, dict) else None
     client_id = data.get("client_id") if isinstance(data, dict) else None
     if not isinstance(content, str) or not content.strip():
-        raise Refused(400, "invalid", _("Write a message first."))
+        raise Refused(400, "validation_error", _("Write a message first."))
+    if (where := unstorable_at(data)) is not None:
+        raise Refused(400, "validation_error", unstorable_message(where))
     if len(content) > MAX_CONTENT_CHARS:
-        raise Refused(400, "invalid", _("The message is longer than %(max)s characters.") % {"max": MAX_CONTENT_CHARS})
+        too_long = _("The message is longer than %(max)s characters.") % {"max": MAX_CONTENT_CHARS}
+        raise Refused(400, "validation_error", too_long)
     if client_id is not None and (not isinstance(client_id, str) or not 0 < len(client_id) <= MAX_CLIENT_ID_CHARS):
-        raise Refused(400, "invalid", _("The idempotency key must be a string of at most %(n)s characters.")
+        raise Refused(400, "validation_error", _("The idempotency key must be a string of at most %(n)s characters.")
                       % {"n": MAX_CLIENT_ID_CHARS})  # fmt: skip
     return content, client_id or f"api-{uuid.uuid4().hex}"
 

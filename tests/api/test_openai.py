@@ -272,3 +272,28 @@ async def _wait_for_reply(conversation_id: int) -> bool:
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+@pytest.mark.parametrize("bad", ["nul\x00byte", "lone \ud800 surrogate"], ids=["nul", "surrogate"])
+def test_l2_a_nul_byte_or_lone_surrogate_is_a_400_and_nothing_is_stored(server, published, tenant_admin, make_key, bad):
+    _key, secret = make_key(tenant_admin)
+    with all_tenants(reason="test counts what was stored"):
+        before = (Conversation.objects.count(), Message.objects.count())
+    for language, words in (("en", "cannot be stored"), ("zh-hans", "无法保存")):
+        with pytest.raises(openai.BadRequestError) as refused:
+            _client(server, secret).chat.completions.create(
+                model=published.solar.slug,
+                # The bad text in the history: a stored conversation must not be left with half of it.
+                messages=[{"role": "user", "content": "fine"}, {"role": "assistant", "content": bad},
+                          {"role": "user", "content": "and now?"}],  # fmt: skip
+                extra_headers={"Accept-Language": language},
+            )
+        assert refused.value.status_code == 400
+        assert refused.value.code == "invalid_characters" and refused.value.body["param"] == "messages[1].content"
+        assert words in refused.value.body["message"] and refused.value.body["type"] == "invalid_request_error"
+    with pytest.raises(openai.BadRequestError):  # the last message itself, streamed
+        _client(server, secret).chat.completions.create(
+            model=published.solar.slug, messages=[{"role": "user", "content": bad}], stream=True
+        )
+    with all_tenants(reason="test counts what was stored"):
+        assert (Conversation.objects.count(), Message.objects.count()) == before

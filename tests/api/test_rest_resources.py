@@ -98,7 +98,7 @@ def test_knowledge_base_upload_status_search_and_delete(tenant, tenant_admin, ma
     with tenant_scope(tenant):
         assert list(Document.objects.values_list("name", flat=True)) == ["inverter.md"]
     nothing = client.post(f"/api/v1/knowledge-bases/{kb}/documents/", {"files": [SimpleUploadedFile("e.exe", b"x")]})
-    assert nothing.status_code == 400 and nothing.json()["error"]["code"] == "invalid"
+    assert nothing.status_code == 400 and nothing.json()["error"]["code"] == "validation_error"
     assert client.delete(f"/api/v1/knowledge-bases/{kb}/").status_code == 204
     assert client.get(f"/api/v1/knowledge-bases/{kb}/").status_code == 404
 
