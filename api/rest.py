@@ -110,6 +110,8 @@ class ApiKeySchema(OpenApiAuthenticationExtension):
 
 class ApiViewSet(TenantScopedApiView, viewsets.GenericViewSet):
     permission_classes = [HasScope]
+    # The writes a key limited to some agents may make (on those agents; api.authentication.HasScope): none by default.
+    agent_limited_actions: frozenset[str] = frozenset()
     pagination_class = Pages
     lookup_value_regex = r"\d+"
 
@@ -183,6 +185,7 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet)
     and imported by owners and admins (a key needs `write`)."""
 
     serializer_class = AgentSerializer
+    agent_limited_actions = frozenset({"partial_update", "publish"})
 
     def get_queryset(self) -> QuerySet[Agent]:
         if (fake := self.schema_queryset()) is not None:
@@ -287,6 +290,7 @@ class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewS
 
     serializer_class = WorkflowSerializer
     write_scopes = {"validate": KeyScope.READ}
+    agent_limited_actions = frozenset({"validate"})  # saves nothing
 
     def get_queryset(self) -> QuerySet[Workflow]:
         if (fake := self.schema_queryset()) is not None:
@@ -368,6 +372,7 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
 
     serializer_class = ConversationSerializer
     write_scopes = {"create": KeyScope.CHAT, "messages": KeyScope.CHAT, "stop": KeyScope.CHAT}
+    agent_limited_actions = frozenset(write_scopes)  # with the key's agents only (caller_conversation, _agents_for)
 
     def get_queryset(self) -> QuerySet[Conversation]:
         if (fake := self.schema_queryset()) is not None:

@@ -63,6 +63,7 @@ class PlanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     lookup_field = "planId"
     lookup_value_regex = r"[0-9a-fA-F-]{32,36}"
     write_scopes = {"stop": KeyScope.CHAT}
+    agent_limited_actions = frozenset(write_scopes)  # plans of the key's agents only (get_queryset)
 
     def get_queryset(self) -> QuerySet[Plan]:
         if (fake := self.schema_queryset()) is not None:
