@@ -21,7 +21,7 @@ from agents.sinks import QueueSink
 from api.keys import KeyRefused, bearer_secret, caller_conversation
 from api.models import KeyScope
 from api.parsers import unstorable_at, unstorable_message
-from api.throttling import admit
+from api.throttling import StreamSlot, admit, holding, stream_slot_take
 from chat import turns
 from core.bounded import loads_json
 from core.db import database_sync_to_async
@@ -52,6 +52,7 @@ class Send:
     conversation: Conversation
     content: str
     client_id: str
+    slot: StreamSlot | None = None  # a key's stream's place among the tenant's (api.throttling)
 
 
 def _body(raw: bytes) -> tuple[str, str]:
@@ -99,7 +100,13 @@ def _prepare(request: HttpRequest, conversation_id: int) -> Send:
             )
         except Conversation.DoesNotExist:
             raise Refused(404, "not_found", _("No such conversation.")) from None
-    return Send(tenant=tenant, conversation=conversation, content=content, client_id=client_id)
+    slot = None
+    if access is not None:  # the tenant's API streams (the pages' own use of a session is not counted)
+        try:
+            slot = stream_slot_take(tenant.pk)
+        except KeyRefused as exc:
+            raise Refused(exc.status, exc.code, exc.message, retry_after=exc.retry_after) from None
+    return Send(tenant=tenant, conversation=conversation, content=content, client_id=client_id, slot=slot)
 
 
 def _event(frame: dict[str, Any]) -> str:
@@ -114,6 +121,18 @@ async def send_stream(request: HttpRequest, conversation_id: int) -> HttpRespons
         send = await database_sync_to_async(_prepare)(request, conversation_id)
     except Refused as refused:
         return refused.response()
+    try:
+        response = await _start(send)
+    except BaseException:
+        if send.slot is not None:
+            await send.slot.arelease()
+        raise
+    if send.slot is not None and not response.streaming:
+        await send.slot.arelease()
+    return response
+
+
+async def _start(send: Send) -> HttpResponse:
     sink = QueueSink()
     with tenant_scope(send.tenant):
         submission = await turns.submit_user_message(
@@ -125,7 +144,8 @@ async def send_stream(request: HttpRequest, conversation_id: int) -> HttpRespons
         return Refused(503, "overloaded", _("The platform is busy. Retry in a few seconds.")).response()
     if submission.task is not None:
         submission.task.add_done_callback(lambda _task: sink.queue.put_nowait(None))
-    response = StreamingHttpResponse(_events(submission, sink, send.conversation.pk), content_type="text/event-stream")
+    events = holding(send.slot, _events(submission, sink, send.conversation.pk))
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
