@@ -20,7 +20,8 @@ from agents import frames
 from agents.sinks import QueueSink
 from api.keys import KeyRefused, bearer_secret, caller_conversation
 from api.models import KeyScope
-from api.throttling import admit
+from api.parsers import unstorable_at, unstorable_message
+from api.throttling import StreamSlot, admit, holding, stream_slot_take
 from core.bounded import loads_json
 from core.db import database_sync_to_async
 from engine import turns
@@ -51,21 +52,25 @@ class Send:
     conversation: Conversation
     content: str
     client_id: str
+    slot: StreamSlot | None = None  # a key's stream's place among the tenant's (api.throttling)
 
 
 def _body(raw: bytes) -> tuple[str, str]:
     try:
         data = loads_json(raw or b"")
     except (ValueError, UnicodeDecodeError):
-        raise Refused(400, "invalid", _("The request body is not valid JSON.")) from None
+        raise Refused(400, "validation_error", _("The request body is not valid JSON.")) from None
     content = data.get("content") if isinstance(data, dict) else None
     client_id = data.get("client_id") if isinstance(data, dict) else None
     if not isinstance(content, str) or not content.strip():
-        raise Refused(400, "invalid", _("Write a message first."))
+        raise Refused(400, "validation_error", _("Write a message first."))
+    if (where := unstorable_at(data)) is not None:
+        raise Refused(400, "validation_error", unstorable_message(where))
     if len(content) > MAX_CONTENT_CHARS:
-        raise Refused(400, "invalid", _("The message is longer than %(max)s characters.") % {"max": MAX_CONTENT_CHARS})
+        too_long = _("The message is longer than %(max)s characters.") % {"max": MAX_CONTENT_CHARS}
+        raise Refused(400, "validation_error", too_long)
     if client_id is not None and (not isinstance(client_id, str) or not 0 < len(client_id) <= MAX_CLIENT_ID_CHARS):
-        raise Refused(400, "invalid", _("The idempotency key must be a string of at most %(n)s characters.")
+        raise Refused(400, "validation_error", _("The idempotency key must be a string of at most %(n)s characters.")
                       % {"n": MAX_CLIENT_ID_CHARS})  # fmt: skip
     return content, client_id or f"api-{uuid.uuid4().hex}"
 
@@ -95,7 +100,13 @@ def _prepare(request: HttpRequest, conversation_id: int) -> Send:
             )
         except Conversation.DoesNotExist:
             raise Refused(404, "not_found", _("No such conversation.")) from None
-    return Send(tenant=tenant, conversation=conversation, content=content, client_id=client_id)
+    slot = None
+    if access is not None:  # the tenant's API streams (the pages' own use of a session is not counted)
+        try:
+            slot = stream_slot_take(tenant.pk)
+        except KeyRefused as exc:
+            raise Refused(exc.status, exc.code, exc.message, retry_after=exc.retry_after) from None
+    return Send(tenant=tenant, conversation=conversation, content=content, client_id=client_id, slot=slot)
 
 
 def _event(logged: frames.Logged) -> str:
@@ -111,6 +122,18 @@ async def send_stream(request: HttpRequest, conversation_id: int) -> HttpRespons
         send = await database_sync_to_async(_prepare)(request, conversation_id)
     except Refused as refused:
         return refused.response()
+    try:
+        response = await _start(send)
+    except BaseException:
+        if send.slot is not None:
+            await send.slot.arelease()
+        raise
+    if send.slot is not None and not response.streaming:
+        await send.slot.arelease()
+    return response
+
+
+async def _start(send: Send) -> HttpResponse:
     sink = QueueSink()
     with tenant_scope(send.tenant):
         submission = await turns.submit_user_message(
@@ -122,7 +145,8 @@ async def send_stream(request: HttpRequest, conversation_id: int) -> HttpRespons
         return Refused(503, "overloaded", _("The platform is busy. Retry in a few seconds.")).response()
     if submission.task is not None:
         submission.task.add_done_callback(lambda _task: sink.queue.put_nowait(None))
-    response = StreamingHttpResponse(_events(submission, sink, send.conversation.pk), content_type="text/event-stream")
+    events = holding(send.slot, _events(submission, sink, send.conversation.pk))
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

@@ -280,6 +280,9 @@ WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=DEBUG)
 # The REST API (/api/v1/) and the OpenAI-compatible endpoint (/v1/): requests per API key (DRF's rate format,
 # e.g. "600/min"), counted in the cache (Redis when REDIS_URL is set).
 API_KEY_RATE = env.str("API_KEY_RATE", default="600/min")
+# Streamed API replies a tenant may have open at once (across processes; 0: no limit), and its active keys.
+API_TENANT_MAX_STREAMS = env.int("API_TENANT_MAX_STREAMS", default=DEFAULTS["API_TENANT_MAX_STREAMS"])
+API_TENANT_MAX_KEYS = env.int("API_TENANT_MAX_KEYS", default=DEFAULTS["API_TENANT_MAX_KEYS"])
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "api.authentication.ApiKeyAuthentication",

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from core.bounded import TooDeep
 from core.conf import setting
 
 
@@ -486,7 +487,12 @@ class JSONParser(Parser):
             raise ParseError(_("The file is not a JSON file (it contains binary data)."))
 
     def parse(self, data: bytes) -> list[Section]:
-        text = decode_text(data)
+        try:
+            return self._sections(decode_text(data))
+        except RecursionError:  # json's reader and writer recurse once per level (core.bounded)
+            raise ParseError(str(TooDeep())) from None
+
+    def _sections(self, text: str) -> list[Section]:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
