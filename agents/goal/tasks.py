@@ -5,18 +5,18 @@ from __future__ import annotations
 from asgiref.sync import async_to_sync
 from celery import shared_task
 
+from agents.goal import dispatch
+from agents.goal.loop import advance_run
+from agents.goal.services import goal_run_ask_timed_out
 from core.conf import setting
+from tenants.models import Tenant
+from tenants.scope import tenant_scope
 
 
-@shared_task(name="agents.goal.run_goal")
+@shared_task(name=dispatch.RUN_TASK)
 def run_goal(tenant_id: int, run_id: int) -> bool:
     """Run GOAL_ITERATIONS_PER_TASK iterations of a goal run, then queue the next task if the run goes on (a
     worker is never held for a whole run, and a stop is seen between iterations). True when it queued one."""
-    from agents.goal import dispatch
-    from agents.goal.loop import advance_run
-    from tenants.models import Tenant
-    from tenants.scope import tenant_scope
-
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
         return False
@@ -28,13 +28,9 @@ def run_goal(tenant_id: int, run_id: int) -> bool:
     return more
 
 
-@shared_task(name="agents.goal.ask_timeout")
+@shared_task(name=dispatch.ASK_TIMEOUT_TASK)
 def goal_ask_timeout(tenant_id: int, run_id: int, asked_at: str) -> bool:
     """The question asked at `asked_at` waited its time: resume the run with "not replied" if it still waits."""
-    from agents.goal.services import goal_run_ask_timed_out
-    from tenants.models import Tenant
-    from tenants.scope import tenant_scope
-
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
         return False

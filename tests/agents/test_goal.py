@@ -236,7 +236,7 @@ def test_the_users_answer_on_the_page_resumes_the_loop(tenant, member, start, lo
     response = client.post(reverse("agents:goal_run_answer", args=[run.pk]), {"answer": "Black, please"})
 
     assert response.status_code == 302
-    assert run.pk not in dispatch._timers  # the timeout will not answer as well
+    assert run.pk not in dispatch.ask_timer  # the timeout will not answer as well
     assert eventually(lambda: fresh(tenant, run).status == GoalRunStatus.FINISHED)
     (answer,) = step_rows(tenant, run, kind=GoalStepKind.ANSWER)
     assert (answer.name, answer.summary) == ("user", "Black, please")
@@ -257,7 +257,7 @@ def test_only_the_runs_user_answers_its_question(tenant, tenant_admin, start, lo
     assert fresh(tenant, run).status == GoalRunStatus.WAITING_FOR_USER
     with tenant_scope(tenant):
         goal_run_stop(run=run)  # a waiting run stops at once (and its timer goes)
-    assert fresh(tenant, run).status == GoalRunStatus.STOPPED and run.pk not in dispatch._timers
+    assert fresh(tenant, run).status == GoalRunStatus.STOPPED and run.pk not in dispatch.ask_timer
 
 
 # --- limits and Stop ------------------------------------------------------------------------------------------------
