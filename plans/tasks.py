@@ -14,7 +14,12 @@ from asgiref.sync import async_to_sync
 from celery import shared_task
 
 from agents.asktimer import AskTimer
+from agents.runtime import run_turn
+from agents.sinks import NullSink
 from core.conf import setting
+from memory.services import message_add
+from plans.models import Plan, PlanStatus
+from tenants.scope import all_tenants, tenant_scope
 
 NO_REPLY = "用户暂未回复 / the user has not replied"
 
@@ -36,11 +41,6 @@ def register_server_turn(runner: ServerTurn) -> None:
 @shared_task(name=ask_timer.task_name)
 def plan_ask_timeout(plan_id: int, interrupted_at: str | None = None) -> bool:
     """Resume the plan with NO_REPLY if it is still interrupted (and not interrupted again since)."""
-    from agents.runtime import run_turn
-    from agents.sinks import NullSink
-    from memory.services import message_add
-    from plans.models import Plan, PlanStatus
-    from tenants.scope import all_tenants, tenant_scope
 
     with all_tenants(reason="plan ask timeout"):
         plan = Plan.objects.select_related("conversation__tenant").filter(pk=plan_id).first()
