@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agents import frames
 from agents.config import AgentConfig, conversation_config
+from agents.models import AgentKind
 from core.db import database_sync_to_async
 from llm import errors
 from llm.errors import LLMError
@@ -247,7 +248,6 @@ def register_runner(runner: TurnRunner) -> TurnRunner:
 
 def runner_for(kind: str) -> TurnRunner:
     """The runner of `kind`; an unknown kind (an old version's) is answered as a chat agent."""
-    from agents.models import AgentKind
 
     runner = _runners.get(kind) or _runners.get(AgentKind.CHAT)
     if runner is None:
