@@ -39,7 +39,7 @@ from django.db.models import Count, Max, Model
 from core.cache import LRUCache
 from core.conf import setting
 from knowledge.embedders import Embedder, EmbedderError, local_embedder
-from knowledge.keyword import STOP_WORDS, BM25Index, CollectionStats, index_terms, terms_for
+from knowledge.keyword import STOP_WORDS, BM25Index, CollectionStats, terms_for
 from knowledge.retrieval import CANDIDATES, Collection, query_vector, vector_weight
 
 logger = logging.getLogger(__name__)
@@ -349,8 +349,3 @@ def scored(model: type[Model], query: str, *, allowed=None, **filters: Any) -> S
 
 def clear_caches() -> None:
     _collections.clear()
-
-
-def normalised_terms(text: str) -> set[str]:
-    """The index terms of a text (entity matching)."""
-    return set(index_terms(terms_for(text)))
