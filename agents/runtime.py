@@ -25,9 +25,9 @@ from agents.models import AgentKind
 from core.db import database_sync_to_async
 from llm import errors
 from llm.errors import LLMError
-from memory.longterm.recall import Recalled, after_turn, recall_for_turn
+from memory.longterm.recall import Recalled, recall_for_turn
 from memory.models import Conversation, ConversationContext, Message, MessageStatus
-from memory.services import assistant_message_finish
+from memory.services import after_turn, assistant_message_finish
 
 if TYPE_CHECKING:
     from tenants.models import Tenant

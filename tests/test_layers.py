@@ -102,3 +102,22 @@ def test_the_runtime_imports_no_runner_and_no_code_outside_a_pack_imports_one(tm
     (tmp_path / "down").mkdir()
     allowed = {"agents.toolloop": "agents.runtime", "agents.packs": "agents.frames"}
     assert _lint(_tree_with(tmp_path / "down", allowed)).returncode == 0
+
+
+def test_long_term_memory_never_reaches_up_to_services_or_tasks(tmp_path):
+    for n, imported in enumerate(("memory.services", "memory.tasks")):
+        tree = tmp_path / str(n)
+        tree.mkdir()
+        result = _lint(_tree_with(tree, {"memory.longterm": imported}))
+        assert result.returncode == 1 and f"memory.longterm -> {imported}" in result.stdout, result.stdout
+    (tmp_path / "down").mkdir()
+    down = {"memory.services": "memory.longterm", "memory.tasks": "memory.longterm"}
+    assert _lint(_tree_with(tmp_path / "down", down)).returncode == 0
+
+
+def test_the_model_files_never_import_the_embedders_registry_back(tmp_path):
+    result = _lint(_tree_with(tmp_path, {"knowledge.minilm_onnx": "knowledge.embedders"}))
+    assert result.returncode == 1 and "knowledge.minilm_onnx -> knowledge.embedders" in result.stdout, result.stdout
+    (tmp_path / "down").mkdir()
+    down = {"knowledge.retrieval": "knowledge.embedders", "knowledge.embedders": "knowledge.minilm_onnx"}
+    assert _lint(_tree_with(tmp_path / "down", down)).returncode == 0
