@@ -91,7 +91,7 @@ def tool_choices(tenant: Tenant | None) -> list[tuple[str, str]]:
     Agent.clean then refuses a pack's tool the chosen tenant does not have."""
 
     tools = tools_available(tenant) if tenant is not None else all_tools()
-    return [(tool.name, f"{tool.name} — {tool.description()}") for tool in tools]
+    return [(tool.name, f"{tool.label()} — {tool.description()}") for tool in tools]
 
 
 class AgentForm(forms.ModelForm):
@@ -268,13 +268,15 @@ class AgentForm(forms.ModelForm):
         """The strategy-dependent fields with the strategies they belong to (space-separated, for the script)."""
         return [(self[name], " ".join(strategies)) for name, strategies in FIELD_STRATEGIES.items()]
 
-    def tool_rows(self) -> list[tuple[Any, str, str]]:
-        """The tools field as table rows: (its checkbox, the tool's name, what it does in the active language)."""
+    def tool_rows(self) -> list[tuple[Any, str, str, str]]:
+        """The tools field as table rows: (its checkbox, the tool's name, its label and what it does in the active
+        language)."""
 
         rows = []
         for checkbox in self["tools"]:
             tool = get_tool(checkbox.data["value"])
-            rows.append((checkbox, checkbox.data["value"], tool.description() if tool is not None else ""))
+            name = checkbox.data["value"]
+            rows.append((checkbox, name, tool.label() if tool else name, tool.description() if tool else ""))
         return rows
 
     def preset_tokens(self) -> dict[str, int]:

@@ -75,10 +75,11 @@ class ToolStatus:
 
 @dataclass(frozen=True, kw_only=True)
 class Tool(TurnFrame):
-    """Progress of one tool call (or one workflow step, named by its id, with `step_type`)."""
+    """Progress of one tool call (or one workflow step, named by its id, with `step_type`, and `tool`, the tool a
+    plugin or custom step calls). Names are identifiers: pages show the tool's label (agents.tools.tool_labels)."""
 
     type: ClassVar[str] = "tool"
-    omit_when_none: ClassVar[frozenset[str]] = frozenset({"call_id", "result", "step_type", "error", "ms"})
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"call_id", "result", "step_type", "tool", "error", "ms"})
     name: str
     status: str
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -86,6 +87,7 @@ class Tool(TurnFrame):
     # What the tool returned, shortened; absent while it runs.
     result: str | None = None
     step_type: str | None = None
+    tool: str | None = None
     error: str | None = None
     ms: float | None = None
 

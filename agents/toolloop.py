@@ -182,6 +182,7 @@ class _Loop:
                 results=[(call.id, outcome.text) for call, outcome in done.answered],
                 usage=turn.usage.stored(),
                 tool_context=turn.tool_context,
+                failed={call.id for call, outcome in zip(calls, outcomes, strict=True) if not outcome.ok},
             )
             question = next((outcome.ask_user for outcome in outcomes if outcome.ask_user), None)
             if question:

@@ -8,11 +8,13 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AbstractBaseUser
+from django.utils.translation import gettext as _
 
 from agents import frames
 from agents.config import conversation_config
 from agents.limits import MessageLimit, message_limit
 from agents.models import Agent
+from agents.tools import get_tool
 from core.markdown import render_markdown
 from engine.streams import get_frame_log
 from llm.errors import message_for
@@ -43,15 +45,51 @@ def conversation_message_limit(*, conversation: Conversation) -> MessageLimit:
     return message_limit(conversation_config(conversation))
 
 
+def tool_status_labels() -> dict[str, str]:
+    """A tool call's progress line by its outcome, in the active language (%(name)s: the tool's label)."""
+    return {
+        "started": _("Tool “%(name)s” running…"),
+        "completed": _("Tool “%(name)s” finished"),
+        "failed": _("Tool “%(name)s” failed"),
+        "interrupted": _("Tool “%(name)s” asked you a question"),
+    }
+
+
+def workflow_step_line_labels() -> dict[str, str]:
+    """A workflow step's progress line by its outcome (%(name)s: the step type's or its tool's label)."""
+    return {
+        "started": _("Step “%(name)s” running…"),
+        "completed": _("Step “%(name)s” finished"),
+        "failed": _("Step “%(name)s” failed"),
+        "interrupted": _("Step “%(name)s” is waiting for your answer"),
+    }
+
+
+@dataclass
+class ToolLine:
+    """One tool call of a reply as its progress line: what static/js/chat.js shows live for the call's last frame."""
+
+    call_id: str
+    name: str
+    status: str = "started"
+
+    @property
+    def text(self) -> str:
+        """The line in the active language, naming the tool by its label (the identifier is the line's title)."""
+        tool = get_tool(self.name)
+        label = tool.label() if tool is not None else self.name
+        labels = tool_status_labels()
+        return labels.get(self.status, labels["started"]) % {"name": label}
+
+
 @dataclass
 class HistoryItem:
-    """One stored message as the page shows it."""
+    """One stored message as the page shows it. A reply carries the progress lines of the tool calls that led to
+    it (in its bubble, as live); the tool-call rounds and their results are not items of their own."""
 
     message: Message
     html: str = ""
-    tool_names: list[str] = field(default_factory=list)
-    # For a tool result: the name of the tool whose call it answers.
-    tool_name: str = ""
+    tools: list[ToolLine] = field(default_factory=list)
 
     @property
     def role(self) -> str:
@@ -104,7 +142,9 @@ def _earlier_marker(messages: list[Message], context: ConversationContext | None
     earlier = [
         message
         for message in messages[:first_active]
-        if message.pk not in active and message.status != MessageStatus.ERROR and message.role != Role.SYSTEM
+        if message.pk not in active
+        and message.role != Role.SYSTEM
+        and (message.status != MessageStatus.ERROR or message.role == Role.TOOL)  # a failed call's result was sent
     ]
     if not earlier:
         return None, 0
@@ -115,32 +155,48 @@ def _earlier_marker(messages: list[Message], context: ConversationContext | None
     return EarlierMarker(count=len(earlier), summarised=summarised, summary=context.summary), first_active
 
 
+def _is_tool_round(item: HistoryItem) -> bool:
+    """An assistant message that only called tools: its lines go to the reply that follows it."""
+    message = item.message
+    return bool(message.tool_calls) and not item.html and message.status == MessageStatus.COMPLETE
+
+
 def chat_history(*, conversation: Conversation) -> ChatHistory:
-    """Every message of the conversation, oldest first, with replies rendered and the earlier-messages marker."""
+    """Every message of the conversation, oldest first, with replies rendered, each reply with the progress lines
+    of its tool calls (a failed call's result is stored with status error), and the earlier-messages marker."""
     messages = list(Message.objects.filter(conversation=conversation).order_by("id"))
-    items = []
-    call_names: dict[str, str] = {}
+    items: list[HistoryItem] = []
+    lines: dict[str, ToolLine] = {}
     for message in messages:
         if message.role == Role.SYSTEM:
+            continue
+        if message.role == Role.TOOL and message.tool_call_id in lines:
+            failed = message.status == MessageStatus.ERROR
+            lines[message.tool_call_id].status = "failed" if failed else "completed"
             continue
         item = HistoryItem(message=message)
         if message.role == Role.ASSISTANT:
             item.html = render_markdown(message.content) if message.content else ""
+            if items and items[-1].role == Role.ASSISTANT and _is_tool_round(items[-1]):
+                item.tools = items.pop().tools  # the rounds before this message, in one bubble as live
             for call in message.tool_calls or []:
                 if not isinstance(call, dict):
                     continue
-                name = str((call.get("function") or {}).get("name") or call.get("name") or "")
-                item.tool_names.append(name)
-                call_names[str(call.get("id") or "")] = name
-        elif message.role == Role.TOOL:
-            item.tool_name = call_names.get(message.tool_call_id, "")
+                line = ToolLine(
+                    call_id=str(call.get("id") or ""),
+                    name=str((call.get("function") or {}).get("name") or call.get("name") or ""),
+                )
+                item.tools.append(line)
+                lines[line.call_id] = line
         items.append(item)
     context = getattr(conversation, "context", None)
     marker, first_active = _earlier_marker(messages, context)
     if marker is None:
         return ChatHistory(items=items, marker=None)
-    first_active_pk = messages[first_active].pk if first_active < len(messages) else None
-    position = next((i for i, item in enumerate(items) if item.message.pk == first_active_pk), len(items))
+    shown = {item.message.pk for item in items}
+    # The marker goes before the first active message the page shows (a tool round's is inside a reply's bubble).
+    first_shown = next((m.pk for m in messages[first_active:] if m.pk in shown), None)
+    position = next((i for i, item in enumerate(items) if item.message.pk == first_shown), len(items))
     return ChatHistory(items=items, marker=marker, marker_position=position)
 
 
@@ -166,15 +222,15 @@ def stream_resume_seq(*, conversation_id: int) -> int:
 # The plan panel (static/js/chat.js builds the same cards live from `plan` and `step` frames).
 
 
-def _step_status_labels() -> dict[str, str]:
-    from django.utils.translation import gettext as _
-
+def step_status_labels() -> dict[str, str]:
+    """A plan step's badge by its status, in the active language (an interrupted step waits for the user)."""
     return {
         "not_started": _("not started"),
         "in_progress": _("in progress"),
         "completed": _("completed"),
-        "interrupted": _("interrupted"),
+        "interrupted": _("Waiting for your answer"),
         "failed": _("failed"),
+        "stopped": _("stopped"),
     }
 
 
@@ -252,7 +308,7 @@ _RUN_NOT_ENDED = frozenset({"not_started", "in_progress"})
 
 def plan_cards(plan: dict[str, Any]) -> list[PlanCard]:
     """An ExecutionPlan dict (seed 0 field names, as in the `plan` frame) as cards ordered by seqNo."""
-    labels = _step_status_labels()
+    labels = step_status_labels()
     cards = []
     for step in plan.get("steps") or []:
         if not isinstance(step, dict):

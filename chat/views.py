@@ -12,6 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 from agents.models import Agent
 from agents.selectors import agent_get
 from agents.services import conversation_start as start_conversation
+from agents.tools import tool_labels
+from agents.workflows.schema import step_type_labels
 from chat import selectors
 from memory.models import Conversation
 from memory.selectors import access_conversation
@@ -22,18 +24,13 @@ def _labels() -> dict[str, object]:
     """The page script's words, in the active language (static/js/chat.js fills %(name)s placeholders)."""
     return {
         "tokens": _("Tokens: %(prompt)s prompt + %(completion)s completion"),
-        "toolStarted": _("Tool %(name)s running…"),
-        "toolFinished": _("Tool %(name)s finished"),
-        "toolFailed": _("Tool %(name)s failed"),
-        "toolAsked": _("Tool %(name)s asked you a question"),
+        # A progress line names the tool (or the workflow step) by its label, never by its identifier.
+        "toolStatus": selectors.tool_status_labels(),
+        "stepLine": selectors.workflow_step_line_labels(),
+        "toolNames": tool_labels(),
+        "stepTypes": step_type_labels(),
         "step": _("Step %(index)s"),
-        "stepStatus": {
-            "not_started": _("not started"),
-            "in_progress": _("in progress"),
-            "completed": _("completed"),
-            "interrupted": _("interrupted"),
-            "failed": _("failed"),
-        },
+        "stepStatus": selectors.step_status_labels(),
         "incomplete": _("This reply is incomplete."),
         "failed": _("This reply failed."),
         "stopping": _("Stopping…"),

@@ -12,6 +12,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from config import openapi
 from config.proxy import proxy_networks
 from core.conf import DEFAULTS
 
@@ -309,9 +310,10 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "api.rest.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
-    "TITLE": "Agent platform API",
-    "DESCRIPTION": "Agents and conversations of one tenant. Authenticate with a tenant API key: "
-    "`Authorization: Bearer ak-…` (the tenant's API keys page).",
+    # In English; config.openapi.translate_schema gives them (and the tags' descriptions) in the request's language.
+    "TITLE": openapi.TITLE,
+    "DESCRIPTION": openapi.DESCRIPTION,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "config.openapi.translate_schema"],
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",

@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 
 from api import openai_compat
 from config.health import healthz
+from config.redoc import redoc_bundle
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -21,6 +22,8 @@ urlpatterns = [
     path("knowledge/", include("knowledge.urls")),
     path("memory/", include("memory.urls")),
     path("api/", include("api.urls")),
+    # ReDoc's bundle without its CDN logo (config.redoc), for templates/drf_spectacular/redoc.html.
+    path("api/redoc.standalone.js", redoc_bundle, name="redoc-bundle"),
     # The OpenAI-compatible endpoint: base URL <site>/v1 for the openai SDK and its kin.
     path("v1/models", openai_compat.models, name="openai-models"),
     path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),

@@ -236,6 +236,29 @@ class RelationKind(models.TextChoices):
     RESOLVES = "resolves", _("resolves")
 
 
+# The actions and entity types the extraction names (memory.longterm.events), in the reader's language; another
+# value (a model's own word) is shown as it came.
+ACTION_LABELS = {
+    "query": _("question"),
+    "answer": _("answer"),
+    "report": _("report"),
+    "clarify": _("clarification"),
+    "decision": _("decision"),
+    "execute_tool": _("tool call"),
+    "plan": _("plan"),
+    "other": _("other"),
+}
+ENTITY_TYPE_LABELS = {
+    "ORG": _("organisation"),
+    "PERSON": _("person"),
+    "PLACE": _("place"),
+    "PRODUCT": _("product"),
+    "ORDER": _("order"),
+    "DATE": _("date"),
+    "OTHER": _("other"),
+}
+
+
 class Event(TenantOwned):
     """One event of a user's event graph (seed 2, section 3.2), with the seed's field names."""
 
@@ -284,6 +307,23 @@ class Event(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.event_id}: {self.content_summary[:60]}"
+
+    @property
+    def action_label(self) -> str:
+        """The action in the active language (ACTION_LABELS), or as the model wrote it."""
+        label = ACTION_LABELS.get(self.action_type)
+        return str(label) if label is not None else self.action_type
+
+    @property
+    def entity_chips(self) -> list[tuple[str, str]]:
+        """The entities as (name, type in the active language) pairs; the type is empty when not given."""
+        chips = []
+        for entity in self.entities or []:
+            if not isinstance(entity, dict) or not entity.get("name"):
+                continue
+            kind = str(entity.get("type") or "")
+            chips.append((str(entity["name"]), str(ENTITY_TYPE_LABELS.get(kind.upper(), kind))))
+        return chips
 
 
 class EventRelation(TenantOwned):

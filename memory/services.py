@@ -8,7 +8,7 @@ version, the model, the overflow strategy), resolved by agents.services.conversa
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -234,10 +234,13 @@ def tool_exchange_add(
     results: Sequence[tuple[str, str]],
     usage: dict[str, Any] | None = None,
     tool_context: dict[str, Any] | None = None,
+    failed: Collection[str] = (),
 ) -> list[Message]:
     """Store one round of tool use in one transaction: the assistant message with its `tool_calls`, then one tool
     message per `(tool_call_id, content)` in `results`, so history and the overflow strategies see them paired.
-    `tool_context`, when given, becomes the conversation's tool context (A5)."""
+    The results of the calls in `failed` (their ids) are stored with status error, still in the context (the model
+    reads why), so a reloaded page tells the same outcome as the live one. `tool_context`, when given, becomes the
+    conversation's tool context (A5)."""
     with transaction.atomic():
         stored = [
             message_add(
@@ -245,7 +248,13 @@ def tool_exchange_add(
             )
         ]
         stored += [
-            message_add(conversation=conversation, role=Role.TOOL, content=text, tool_call_id=call_id)
+            message_add(
+                conversation=conversation,
+                role=Role.TOOL,
+                content=text,
+                tool_call_id=call_id,
+                status=MessageStatus.ERROR if call_id in failed else MessageStatus.COMPLETE,
+            )
             for call_id, text in results
         ]
         if tool_context is not None:

@@ -12,9 +12,11 @@ class TenantsConfig(AppConfig):
 
         from tenants import rls
         from tenants.admin_site import is_platform_admin, is_tenant_admin
+        from tenants.axes_names import name_axes_app
         from tenants.navigation import HomeCard, register_card
 
         rls.connect_signals()
+        name_axes_app()
         post_migrate.connect(rls.post_migrate_policies, sender=self, dispatch_uid="tenants.rls.policies")
 
         register_card(

@@ -17,6 +17,8 @@ class ToolLine:
     name: str
     description: str
     registered: bool
+    # The name people read (the tool's label; the identifier for a tool no longer registered).
+    label: str = ""
 
 
 @register.simple_tag
@@ -24,5 +26,12 @@ def agent_tools(agent: Any) -> list[ToolLine]:
     lines = []
     for name in agent.tools or []:
         tool = get_tool(name)
-        lines.append(ToolLine(name=name, description=tool.description() if tool else "", registered=tool is not None))
+        lines.append(
+            ToolLine(
+                name=name,
+                description=tool.description() if tool else "",
+                registered=tool is not None,
+                label=tool.label() if tool else name,
+            )
+        )
     return lines

@@ -13,6 +13,8 @@ from agents.tools.registry import register_tool
 @register_tool
 class AskUserTool(Tool):
     name = "ask_user"
+    label_en = "Ask the user"
+    label_zh = "询问用户"
     description_en = (
         "Ask the user a question when a required detail is missing or a choice is theirs to make; the turn ends "
         "and the user's answer comes as their next message. Never guess a required value: ask."

@@ -48,11 +48,14 @@ class ToolResult:
 
 
 class Tool:
-    """Base of every tool. Subclasses set `name`, the descriptions and `parameters` (a JSON schema object); a pack's
-    tool sets `pack` (tenants.packs) and exists only for the tenants that have the pack enabled."""
+    """Base of every tool. Subclasses set `name` (the identifier the model calls), the display label and the
+    descriptions in both languages, and `parameters` (a JSON schema object); a pack's tool sets `pack`
+    (tenants.packs) and exists only for the tenants that have the pack enabled. Pages show the label, never the name."""
 
     name: str = ""
     pack: str = ""
+    label_en: str = ""
+    label_zh: str = ""
     description_en: str = ""
     description_zh: str = ""
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
@@ -63,10 +66,12 @@ class Tool:
 
     def description(self, language: str | None = None) -> str:
         """The description in `language` (zh-hans or en; default: the active language), falling back to the other."""
-        language = (language or get_language() or "en").lower()
-        if language.startswith("zh"):
-            return self.description_zh or self.description_en
-        return self.description_en or self.description_zh
+        return _in_language(language, self.description_en, self.description_zh)
+
+    def label(self, language: str | None = None) -> str:
+        """The name people read (progress lines, the agent form) in `language` (default: the active language),
+        falling back to the other language, then to the identifier."""
+        return _in_language(language, self.label_en, self.label_zh) or self.name
 
     def openai_schema(self, language: str | None = None) -> dict[str, Any]:
         """The function-calling declaration sent to the model."""
@@ -83,3 +88,11 @@ class Tool:
             where = "/".join(str(part) for part in error.path) or "arguments"
             errors.append(f"{where}: {error.message}")
         return errors
+
+
+def _in_language(language: str | None, english: str, chinese: str) -> str:
+    """`chinese` for a zh language, else `english`; each falls back to the other when empty."""
+    language = (language or get_language() or "en").lower()
+    if language.startswith("zh"):
+        return chinese or english
+    return english or chinese

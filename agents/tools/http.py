@@ -149,6 +149,8 @@ async def _fetch(
 @register_tool
 class HttpRequestTool(Tool):
     name = "http_request"
+    label_en = "HTTP request"
+    label_zh = "HTTP 请求"
     description_en = (
         "Make an HTTP GET or POST request to a web API on the organisation's list of allowed hosts and return the "
         "status and the body. Other hosts and private addresses are refused."

@@ -96,6 +96,8 @@ def _query(call: ToolCallContext, query: str, name: str, top_k: int, field: str)
 @register_tool
 class KnowledgeBaseQueryTool(Tool):
     name = "plugin_ai_knowledge_base_query"
+    label_en = "Knowledge base search"
+    label_zh = "知识库检索"
     description_en = (
         "Search the knowledge bases (the agent's own, or the one named) for passages relevant to the query. "
         "Answer from the results only and cite each fact's source as given, e.g. [menu.json #2]; say so when "

@@ -45,6 +45,8 @@ def _remember(call: ToolCallContext, text: str) -> ToolResult:
 @register_tool
 class MemoryRecallTool(Tool):
     name = "memory_recall"
+    label_en = "Recall memories"
+    label_zh = "回忆记忆"
     description_en = "Recall memories related to a sentence (what you chose to remember earlier about this user)."
     description_zh = "回忆相关记忆：检索之前为该用户记住的内容。"
     parameters = {
@@ -70,6 +72,8 @@ class MemoryRecallTool(Tool):
 @register_tool
 class MemoryRememberTool(Tool):
     name = "memory_remember"
+    label_en = "Remember"
+    label_zh = "记住信息"
     description_en = "Remember a piece of memory (about 300 words at most) about this user for later conversations."
     description_zh = "记住一段记忆（300词左右），供之后的对话回忆。"
     parameters = {

@@ -42,6 +42,12 @@ def all_tools() -> list[Tool]:
     return sorted(_tools.values(), key=lambda tool: tool.name)
 
 
+def tool_labels(language: str | None = None) -> dict[str, str]:
+    """Every registered tool's display label by name, in `language` (default: the active one): what a page maps a
+    progress frame's tool name through (the frame keeps the identifier, each page shows its own language)."""
+    return {name: tool.label(language) for name, tool in _tools.items()}
+
+
 def tools_available(tenant: Tenant) -> list[Tool]:
     """The tools `tenant` may use, by name: the platform's and those of the packs enabled for it."""
     return [tool for tool in all_tools() if pack_enabled(tenant, tool.pack)]
@@ -69,10 +75,13 @@ class PythonFunctionTool(Tool):
     """A registered Python function (also what workflow `custom` steps call): no user code is ever evaluated."""
 
     def __init__(self, func: Callable[..., Any], *, name: str, description_en: str, description_zh: str,
-                 parameters: dict[str, Any], pack: str = "") -> None:  # fmt: skip
+                 parameters: dict[str, Any], pack: str = "", label_en: str = "",
+                 label_zh: str = "") -> None:  # fmt: skip
         self.func = func
         self.name = name
         self.pack = pack
+        self.label_en = label_en
+        self.label_zh = label_zh
         self.description_en = description_en
         self.description_zh = description_zh
         self.parameters = parameters
@@ -93,8 +102,11 @@ def python_tool(
     description_zh: str = "",
     parameters: dict[str, Any] | None = None,
     pack: str = "",
+    label_en: str = "",
+    label_zh: str = "",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a Python function as a tool (of the pack `pack`, if given). It takes the arguments as keywords (and
+    """Register a Python function as a tool (of the pack `pack`, if given; `label_en`/`label_zh`: the name pages
+    show, else the identifier). It takes the arguments as keywords (and
     `call`, the ToolCallContext, if it names it) and returns a ToolResult or any JSON-serialisable value; sync or
     async."""
 
@@ -107,6 +119,8 @@ def python_tool(
                 description_zh=description_zh,
                 parameters=parameters or {"type": "object", "properties": {}},
                 pack=pack,
+                label_en=label_en,
+                label_zh=label_zh,
             )
         )
         return func

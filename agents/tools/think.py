@@ -45,6 +45,8 @@ def _reasoning_model(tenant: Tenant) -> TierChoice | None:
 @register_tool
 class DeepThinkTool(Tool):
     name = "deep_think"
+    label_en = "Deep thinking"
+    label_zh = "深度思考"
     description_en = (
         "Ask the deep-reasoning model a hard question (calculations, multi-step logic, trade-offs) and get its "
         "conclusion. Give the question and any context it needs."

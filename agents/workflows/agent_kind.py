@@ -53,7 +53,8 @@ class WorkflowRunner(TurnRunner):
             return await turn.finish(text, status=TurnStatus.FAILED, intent="workflow")
 
         async def on_step(step: Step, phase: str, entry: dict[str, Any]) -> None:
-            frame = frames.Tool(index=turn.index, name=step.id, step_type=step.type, status=phase,
+            frame = frames.Tool(index=turn.index, name=step.id, step_type=step.type,
+                                tool=step.plugin or step.function or None, status=phase,
                                 arguments=entry.get("inputs") or {})  # fmt: skip
             if phase != frames.ToolStatus.STARTED:
                 result = result_text(entry.get("outputs") or {})[:500] if not entry["error"] else ""

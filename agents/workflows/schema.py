@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from tenants.models import Tenant
 
 STEP_TYPES = ("input", "ask", "plugin", "llm", "custom", "output")
+# What pages call each step type (the YAML keeps the keyword; progress lines and the workflow pages show these).
+STEP_TYPE_LABELS = {
+    "input": gettext_noop("Read input"),
+    "ask": gettext_noop("Ask the user"),
+    "plugin": gettext_noop("Call a tool"),
+    "llm": gettext_noop("Ask the model"),
+    "custom": gettext_noop("Custom function"),
+    "output": gettext_noop("Output"),
+}
 # Steps that take their variables from the user and pause the run to ask when a required one is missing.
 ASKING_TYPES = ("input", "ask")
 DEFAULT_MAX_ASKS = 3
@@ -42,6 +51,11 @@ YAML_PROBLEMS = {
     "expected <block end>, but found '-'": gettext_noop("a list item where a key was expected"),
     "found duplicate anchor": gettext_noop("an anchor (&name) defined twice"),
 }
+
+
+def step_type_labels() -> dict[str, str]:
+    """Each step type's name in the active language, by its YAML keyword, in STEP_TYPES order."""
+    return {step_type: _(STEP_TYPE_LABELS[step_type]) for step_type in STEP_TYPES}
 
 
 def yaml_problem_message(problem: str) -> str:

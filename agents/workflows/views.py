@@ -13,7 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from agents.export import AgentImportError, agent_export, agent_import, export_filename
 from agents.models import Agent, AgentKind, Workflow, WorkflowRun
 from agents.views import editors_only, may_edit_agents, tenant_required
-from agents.workflows.schema import STEP_TYPES, WorkflowIssue, WorkflowValidationError
+from agents.workflows.schema import WorkflowIssue, WorkflowValidationError, step_type_labels
 from agents.workflows.services import (
     workflow_bind_agent,
     workflow_get,
@@ -78,7 +78,7 @@ def _editor(request: HttpRequest, workflow: Workflow | None, text: str, errors: 
             "may_edit": may_edit_agents(request),
             "workflow_agents": _workflow_agents(),
             "bound_agent_id": workflow.agent_id if workflow else None,
-            "step_types": STEP_TYPES,
+            "step_types": step_type_labels(),
         },
         status=status,
     )
@@ -108,7 +108,7 @@ def workflow_list_view(request: HttpRequest) -> HttpResponse:
             "workflows": workflow_list(),
             "templates": [(template.key, template.label) for template in templates_for(request.tenant)],
             "may_edit": may_edit_agents(request),
-            "step_types": STEP_TYPES,
+            "step_types": step_type_labels(),
         },
     )
 

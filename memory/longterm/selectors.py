@@ -142,7 +142,7 @@ def event_graph(events: Sequence[Event], relations: Sequence[EventRelation]) -> 
             timestamp=event.timestamp,
             actor=event.actor,
             summary=event.content_summary,
-            caption=f"{timezone.localtime(event.timestamp):%m-%d %H:%M} · {event.action_type}",
+            caption=f"{timezone.localtime(event.timestamp):%m-%d %H:%M} · {event.action_label}",
             status=event.status,
             superseded_by=event.superseded_by_id,
         )

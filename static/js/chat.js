@@ -385,22 +385,42 @@
     return index > 0 ? ensureStep(index) : ensureReply();
   }
 
-  function toolLabel(frame) {
-    if (frame.status === "failed" || frame.status === "error") return labels.toolFailed;
-    if (frame.status === "interrupted") return labels.toolAsked;
-    if (frame.status === "completed" || frame.status === "finished" || frame.status === "done") {
-      return labels.toolFinished;
-    }
-    return labels.toolStarted;
+  function toolStatus(frame) {
+    if (frame.status === "failed" || frame.status === "error") return "failed";
+    if (frame.status === "interrupted") return "interrupted";
+    if (frame.status === "completed" || frame.status === "finished" || frame.status === "done") return "completed";
+    return "started";
   }
 
-  // The tool's line: the label in the reader's language with the tool's name, an identifier, shown as code.
-  function toolLine(frame) {
-    var item = el("li", "chat-tool");
-    String(toolLabel(frame) || "").split("%(name)s").forEach(function (part, i) {
-      if (i > 0) item.appendChild(el("code", "", frame.name || ""));
-      item.appendChild(document.createTextNode(part));
+  // What the line calls the tool or step: its label in the page's language (a frame carries the identifier).
+  function toolDisplayName(frame) {
+    var names = labels.toolNames || {};
+    if (frame.step_type) {
+      if (frame.tool && names[frame.tool]) return names[frame.tool];
+      return (labels.stepTypes || {})[frame.step_type] || frame.name || "";
+    }
+    return names[frame.name] || frame.name || "";
+  }
+
+  // One line per tool call (or workflow step): a later frame of the same call replaces its line, so a call shows
+  // one outcome, as the reloaded page does (templates/chat/conversation.html).
+  function toolLine(holder, frame) {
+    var key = frame.call_id ? "call:" + frame.call_id : "step:" + (frame.name || "");
+    var item = null;
+    Array.prototype.forEach.call(holder.tools.children, function (line) {
+      if (line.dataset.key === key) item = line;
     });
+    if (!item) {
+      item = el("li", "chat-tool");
+      item.dataset.key = key;
+      if (frame.call_id) item.dataset.callId = frame.call_id;
+      holder.tools.appendChild(item);
+    }
+    var status = toolStatus(frame);
+    var words = (frame.step_type ? labels.stepLine : labels.toolStatus) || {};
+    item.dataset.status = status;
+    item.title = frame.name || "";
+    item.textContent = format(words[status] || words.started || "%(name)s", { name: toolDisplayName(frame) });
     return item;
   }
 
@@ -507,11 +527,9 @@
         scrollDown();
         break;
       }
-      case "tool": {
-        var holder = targetFor(frame);
-        holder.tools.appendChild(toolLine(frame));
+      case "tool":
+        toolLine(targetFor(frame), frame);
         break;
-      }
       case "step": {
         var index = Number(frame.index) || 0;
         if (index === 0) {

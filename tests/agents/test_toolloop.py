@@ -22,6 +22,8 @@ RUNS: list[tuple[str, dict]] = []
 
 @python_tool(
     name="tl_weather",
+    label_en="City weather",
+    label_zh="城市天气",
     description_en="The weather in a city.",
     description_zh="查询城市天气。",
     parameters={
@@ -280,6 +282,15 @@ async def test_a_slow_tool_times_out_and_a_tool_error_goes_back_to_the_model(
     assert results == ["Error: tl_slow did not answer within 0.05 seconds.", "Error: the kitchen is closed"]
     assert [f["status"] for f in sink.of("tool") if f["status"] != "started"] == ["failed", "failed"]
     assert RUNS == [("tl_broken", {})] and reply.content == "Sorry."
+    # Stored as failed too (the model still reads why): a reloaded page says "failed", as the live frames did.
+    stored = await database_sync_to_async(_tool_results)(tenant, conversation)
+    assert stored == [("Error: tl_slow did not answer within 0.05 seconds.", "error"),
+                      ("Error: the kitchen is closed", "error")]  # fmt: skip
+
+
+def _tool_results(tenant, conversation):
+    with tenant_scope(tenant):
+        return list(conversation.messages.filter(role="tool").order_by("id").values_list("content", "status"))
 
 
 # --- the agent pages: the tools field and the detail list ---------------------------------------------------------
@@ -296,7 +307,7 @@ def test_the_form_offers_the_registered_tools_and_saves_the_choice(login, tenant
     page = client.get(reverse("agents:create"), **EN).content.decode()
     assert 'value="tl_weather"' in page and "The weather in a city." in page
     zh = client.get(reverse("agents:create"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
-    assert "查询城市天气。" in zh
+    assert "查询城市天气。" in zh and "城市天气" in zh  # the tool's label in the page's language
 
     response = client.post(reverse("agents:create"), _form(tools=["tl_weather", "tl_ask"]), **EN)
     assert response.status_code == 302
@@ -304,7 +315,7 @@ def test_the_form_offers_the_registered_tools_and_saves_the_choice(login, tenant
         agent = Agent.objects.get(name="Grid helper")
     assert agent.tools == ["tl_weather", "tl_ask"]
     detail = client.get(reverse("agents:detail", args=[agent.pk]), **EN).content.decode()
-    assert "tl_weather</code> — The weather in a city." in detail and "tl_forecast" not in detail
+    assert 'title="tl_weather">City weather</span> — The weather in a city.' in detail and "tl_forecast" not in detail
 
     response = client.post(reverse("agents:edit", args=[agent.pk]), _form(tools=["no_such_tool"]), **EN)
     assert response.status_code == 200 and "no_such_tool" in str(response.context["form"].errors["tools"])

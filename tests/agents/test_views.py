@@ -345,7 +345,9 @@ def test_the_tools_are_a_table_of_checkbox_name_and_description(login, tenant_ad
     table = page.split('id="tool-table"', 1)[1].split("</table>", 1)[0]
     row = table.split('data-tool="http_request"', 1)[1].split("</tr>", 1)[0]
     assert 'type="checkbox"' in row and 'value="http_request"' in row
-    assert "<code>http_request</code>" in row and "HTTP" in row
+    assert 'HTTP request<br><code class="tool-name">http_request</code>' in row  # the label, then the identifier
+    zh = client.get(reverse("agents:create"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "知识库检索<br>" in zh and "点餐<br>" not in zh  # labels in the page's language; no pack not enabled
     created = client.post(reverse("agents:create"), _form(tools=["http_request", "deep_think"]))
     assert created.status_code == 302
     with tenant_scope(tenant):

@@ -70,3 +70,34 @@ def test_the_memory_page_draws_the_graph_and_deletes_an_event(live_server, story
     with tenant_scope(tenant):
         assert not Event.objects.filter(pk=mine.rerouted.pk).exists()
     assert violations == [], violations
+
+
+# A cell's text as lines: how many line boxes its characters take (one character a line is the defect).
+CELL_LINES = """cell => {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+    return {text: cell.innerText.trim(), lines: tops.size};
+}"""
+
+
+def test_the_memory_table_reads_in_chinese_at_1280px(live_server, story, page_for):
+    """A newcomer's findings: actions (report), entity types (PLACE) and event ids (evt_…) showed raw, and the
+    narrow columns (执行者, 已被取代为, 删除) wrapped one character a line."""
+    page = page_for("zh-CN")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    log_in(page, live_server.url, "memory-member")
+    page.goto(f"{live_server.url}/memory/")
+    table = page.locator("#event-table")
+    text = table.inner_text()
+    assert "报告" in text and "决定" in text and "地点" in text and "订单" in text
+    for raw in ("report", "decision", "PLACE", "ORDER", "evt_"):
+        assert raw not in text, raw
+    headers = table.locator("thead th").evaluate_all(f"cells => cells.map({CELL_LINES})")
+    assert [h["text"] for h in headers if h["text"]] == ["时间", "智能体", "执行者", "动作", "摘要", "实体", "状态",
+                                                         "已被取代为"]  # fmt: skip
+    assert all(h["lines"] == 1 for h in headers if h["text"]), headers
+    cells = table.locator("tbody td").evaluate_all(f"cells => cells.map({CELL_LINES})")
+    squeezed = [c for c in cells if len(c["text"]) > 1 and c["lines"] >= len(c["text"])]
+    assert squeezed == [], squeezed
+    assert all(c["lines"] == 1 for c in cells if c["text"] == "删除")

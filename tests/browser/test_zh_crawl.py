@@ -5,15 +5,20 @@ that is not a name, a unit, a model or shown as code (<code>, <pre>) fails the t
 
 import os
 import re
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+import agents
 from agents.models import Agent, Workflow
+from agents.tools import all_tools
+from agents.workflows.schema import STEP_TYPES
 from knowledge.models import Chunk, Document, KnowledgeBase
 from llm.models import ModelProvider
+from memory.models import ACTION_LABELS, ENTITY_TYPE_LABELS
 from tenants.models import Tenant
 from tenants.scope import all_tenants
 from tests.browser.pages import PASSWORD, log_in, say, start_conversation
@@ -134,6 +139,41 @@ def _crawl(page, base: str, found: dict[str, list[str]], who: str, paths: list[s
             found[f"{who} {path}"] = words
 
 
+def _internal_names() -> set[str]:
+    """What must never show on a page: the identifiers of the registered tools, the extraction's actions and entity
+    types (pages show their labels), the workflow step types and the demo workflows' step ids."""
+    step_ids = {match for path in Path(agents.__file__).parent.glob("packs/*/workflows/*.yaml")
+                for match in re.findall(r"- id: '(\w+)'", path.read_text(encoding="utf-8"))}  # fmt: skip
+    assert "ask_project" in step_ids
+    names = {tool.name for tool in all_tools()} | set(ACTION_LABELS) | set(ENTITY_TYPE_LABELS) | set(STEP_TYPES)
+    return names | step_ids
+
+
+def _raw_names(texts: list[str], names: set[str]) -> list[str]:
+    """The texts that show an internal name as a word, or an event id (evt_…)."""
+    found = []
+    for text in texts:
+        words = set(WORD.findall(text)) & names
+        if words or "evt_" in text:
+            found.append(f"{' '.join(sorted(words)) or 'evt_'}  <- {text.strip()[:120]}")
+    return found
+
+
+def _check_progress_and_memory(page, base: str, found: dict[str, list[str]], who: str, conversation: str) -> None:
+    """The chat's progress lines (live, then after a reload) and the memory table's rows name no tool, action or
+    entity type by its identifier and show no event id."""
+    names = _internal_names()
+    live = page.locator(".chat-tool").all_inner_texts()
+    page.goto(base + conversation)
+    reloaded = page.locator(".chat-tool").all_inner_texts()
+    page.goto(base + "/memory/")
+    rows = page.locator("#event-table tbody tr, #search-events li").all_inner_texts()
+    for where, texts in (("progress, live", live), ("progress, reloaded", reloaded), ("memory rows", rows)):
+        raw = _raw_names(texts, names)
+        if raw:
+            found[f"{who} {where}"] = raw
+
+
 def _links(page, selector: str) -> list[str]:
     """The distinct same-site hrefs under `selector` on the current page."""
     hrefs = page.eval_on_selector_all(selector, "els => els.map(a => a.getAttribute('href'))")
@@ -168,18 +208,25 @@ def _tenant_pages(page, base: str, *, admin: bool, query: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "tenant, agent, message, query",
-    [("energy", "光伏", "你好", "光伏组件"), ("restaurant", "服务员", "你好", "黄焖鸡")],
+    "tenant, agent, messages, query",
+    [
+        ("energy", "光伏", ["你好"], "光伏组件"),
+        ("restaurant", "服务员", ["你们有什么吃的？", "再来两个面包"], "黄焖鸡"),
+    ],
 )
-def test_every_page_of_a_demo_tenant_reads_in_chinese(asgi_live_server, demo, page_for, tenant, agent, message, query):
+def test_every_page_of_a_demo_tenant_reads_in_chinese(asgi_live_server, demo, page_for, tenant, agent, messages, query):
     base = asgi_live_server.url
     found: dict[str, list[str]] = {}
 
     member = page_for("zh-CN")
     log_in(member, base, f"{tenant}-member")
     start_conversation(member, base, agent)
-    say(member, message, timeout=30_000)
+    for message in messages:
+        say(member, message, timeout=30_000)
     conversation = member.url.removeprefix(base)
+    if tenant == "restaurant":  # the waiter called its tools (menu, order): their lines were read
+        assert member.locator(".chat-tool").count() >= 2
+    _check_progress_and_memory(member, base, found, f"{tenant}-member", conversation)
     pages = _tenant_pages(member, base, admin=False, query=query)
     _crawl(member, base, found, f"{tenant}-member", [*pages, conversation])
     member.goto(base + next(path for path in pages if "?q=" in path))
@@ -213,6 +260,11 @@ def test_the_pv_report_and_its_plan_read_in_chinese(asgi_live_server, demo, page
         ".filter(c => c.dataset.status === 'completed').length === 3"
     )
     conversation = member.url.removeprefix(base)
+    # The steps' progress lines (the PV workflow's steps, the sensitivity and report tools) by their labels.
+    assert member.locator("#chat-plan-steps .chat-tool").count() >= 3
+    raw = _raw_names(member.locator(".chat-tool").all_inner_texts(), _internal_names())
+    if raw:
+        found["energy-member plan progress"] = raw
     record = member.locator("#chat-plan-steps a.chat-step-link").last.get_attribute("href")
     _crawl(member, base, found, "energy-member", [conversation, record])
 

@@ -25,7 +25,7 @@ def test_the_page_renders_an_empty_plan_panel_with_its_labels(login, member, ten
     assert 'data-label-waiting="The plan is waiting for your answer"' in html
     assert 'data-label-after="after step %(steps)s"' in html
     labels = response.context["chat_labels"]
-    assert labels["stepStatus"]["interrupted"] == "interrupted"
+    assert labels["stepStatus"]["interrupted"] == "Waiting for your answer"
 
 
 def test_the_labels_follow_the_language(login, member, tenant):
@@ -84,7 +84,7 @@ def test_cards_from_an_execution_plan():
     }
     cards = selectors.plan_cards(plan)
     assert [card.index for card in cards] == [1, 2, 3, 4, 5]
-    assert cards[0].status_label == "interrupted" and cards[0].content == "Which roof?"
+    assert cards[0].status_label == "Waiting for your answer" and cards[0].content == "Which roof?"
     assert cards[1].columns == ["a", "b"] and cards[1].rows == [["1", "2"]] and cards[1].depends_on == [1]
     assert cards[2].link == {"url": "/files/9/", "title": "Report.pdf"}
     assert cards[3].link is None

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from agents.services import agent_create, agent_publish, conversation_start
 from memory.models import Conversation, ConversationContext, MessageStatus
-from memory.services import assistant_message_finish, message_add
+from memory.services import assistant_message_finish, message_add, tool_exchange_add
 from tenants.scope import tenant_scope
 from tests.factories import MembershipFactory, UserFactory
 
@@ -203,8 +203,38 @@ def test_tool_calls_show_as_progress_lines(login, member, tenant):
         message_add(conversation=conversation, role="tool", content='{"hits": 2}', tool_call_id="call_1")
         message_add(conversation=conversation, role="assistant", content="Two dishes.")
     page = login(member, tenant).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
-    assert "Tool <code>kb_query</code> called" in page and "Tool <code>kb_query</code> finished" in page
+    # An unregistered tool has no label: the line falls back to its name. One line per call, with its outcome.
+    assert page.count('class="chat-tool"') == 1 and "Tool “kb_query” finished" in page
     assert '{"hits": 2}' not in page and "{&quot;hits&quot;: 2}" not in page
+
+
+def test_a_tool_call_shows_its_label_and_outcome_inside_the_reply_bubble(login, member, tenant):
+    """The reloaded page tells what the live one told: the label in the page's language, failed for a call whose
+    result was stored as failed (tool_exchange_add), completed otherwise; in the bubble of the reply it led to."""
+    conversation = _conversation(tenant, member, _agent(tenant))
+    calls = [
+        {"id": "call_m", "type": "function", "function": {"name": "menu", "arguments": "{}"}},
+        {"id": "call_o", "type": "function", "function": {"name": "order", "arguments": "{}"}},
+    ]
+    with tenant_scope(tenant):
+        message_add(conversation=conversation, role="user", content="再来两个面包")
+        tool_exchange_add(
+            conversation=conversation,
+            content="",
+            tool_calls=calls,
+            results=[("call_m", "面包 售罄"), ("call_o", "Error: 面包已售罄")],
+            failed={"call_o"},
+        )
+        reply = message_add(conversation=conversation, role="assistant", content="面包已售罄。")
+    client = login(member, tenant)
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "zh-hans"
+    html = client.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    bubble = html[html.index(f'data-message-id="{reply.pk}"') :]
+    bubble = bubble[: bubble.index("</li>\n")]
+    line = '<li class="chat-tool" data-call-id="{}" data-status="{}" title="{}">{}</li>'
+    assert line.format("call_m", "completed", "menu", "工具「菜单查询」已完成") in bubble
+    assert line.format("call_o", "failed", "order", "工具「点餐」失败") in bubble
+    assert html.count('class="chat-msg chat-assistant') == 1  # the tool round is not a bubble of its own
 
 
 def _long_history(tenant, conversation, turns):

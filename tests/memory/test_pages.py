@@ -88,7 +88,10 @@ def test_a_member_sees_their_events_graph_memories_and_dreams(login, member, ten
         assert text in page
     # The table: the superseded event says by what, the entities and the status show.
     row = re.search(rf'<tr id="event-{mine.port_closed.pk}".*?</tr>', page, re.S).group(0)
-    assert 'class="superseded"' in row and "Port Alder reopened on Wednesday" in row and "PLACE" in row
+    assert 'class="superseded"' in row and "Port Alder reopened on Wednesday" in row
+    # The action and the entity type in the reader's words; the event id only in a tooltip.
+    assert ">Report</td>" in row and "Port Alder <small>place</small>" in row and "PLACE" not in row
+    assert f'title="Event id: {mine.port_closed.event_id}"' in row and f">{mine.port_closed.event_id}<" not in row
     delayed = re.search(rf'<tr id="event-{mine.delayed.pk}".*?</tr>', page, re.S).group(0)
     assert "Completed" in delayed and "Order 42" in delayed  # the rerouting resolved it
     # The picture: one node per event, the relations drawn with their labels, the superseded event marked.

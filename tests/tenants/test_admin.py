@@ -1,6 +1,7 @@
 """The admin as control room (T3): tenant admins see and edit only their tenant; superusers see all."""
 
 import pytest
+from axes.models import AccessAttempt
 from django.urls import reverse
 
 from tenants.models import Membership, Role
@@ -248,3 +249,19 @@ def test_view_on_site_does_not_tell_whether_another_tenants_id_exists(login, ten
     missing = client.get(f"/admin/r/{content_type.pk}/{theirs.pk + 1000}/", HTTP_ACCEPT_LANGUAGE="en")
     assert existing.status_code == missing.status_code == 404
     assert b"Nothing to show on the site." in existing.content and b"Nothing to show on the site." in missing.content
+
+
+def test_the_login_throttling_section_of_the_admin_reads_in_chinese(login, superuser):
+    """A newcomer's finding: django-axes's app and models showed in English on the zh-hans admin."""
+    client = login(superuser)
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "zh-hans"
+    index = client.get(reverse("admin:index")).content.decode()
+    assert "登录尝试" in index and "登录日志" in index and "登录失败记录" in index
+    for english in (">Axes<", "Access attempts", "Access logs", "Access failures"):
+        assert english not in index, english
+    AccessAttempt.objects.create(
+        user_agent="curl", ip_address="10.0.0.1", username="root", http_accept="*/*", path_info="/accounts/login/",
+        get_data="", post_data="", failures_since_start=1,
+    )  # fmt: skip
+    changelist = client.get(reverse("admin:axes_accessattempt_changelist")).content.decode()
+    assert "IP 地址" in changelist and "尝试时间" in changelist and "IP Address" not in changelist

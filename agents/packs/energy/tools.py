@@ -71,6 +71,8 @@ def title_of(estimate: dict[str, Any]) -> str:
 @register_tool
 class PVEconomicsTool(Tool):
     name = "pv_economics"
+    label_en = "PV economics"
+    label_zh = "光伏经济性测算"
     pack = PACK
     description_en = (
         "PV (photovoltaic) project economics: generation, revenue, investment, payback, IRR and NPV for a location "
@@ -99,6 +101,8 @@ class PVEconomicsTool(Tool):
 @register_tool
 class PVSensitivityTool(Tool):
     name = "pv_sensitivity"
+    label_en = "PV sensitivity analysis"
+    label_zh = "光伏敏感性分析"
     pack = PACK
     description_en = (
         "Sensitivity of a PV estimate: IRR, NPV and payback when the electricity price, the cost per kW and the "
@@ -123,6 +127,8 @@ class PVSensitivityTool(Tool):
 @register_tool
 class PVReportTool(Tool):
     name = "pv_report"
+    label_en = "PV report"
+    label_zh = "光伏测算报告"
     pack = PACK
     description_en = (
         "Write the Markdown report of a PV estimate (assumptions, results, sensitivity table). Uses the previous "

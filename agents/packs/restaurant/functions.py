@@ -46,6 +46,8 @@ def _dish_name(dish: Any) -> str:
 
 @_register(
     "filter_spicy_dishes",
+    label_en="Keep the spicy dishes",
+    label_zh="筛选辣味菜品",
     description_en="Keep the spicy dishes of a list of recommendations (names, or records with a name).",
     description_zh="从推荐菜品中只保留辣味菜品。",
     parameters={
@@ -72,6 +74,8 @@ def filter_spicy_dishes(recommendations: Any) -> list[str]:
 
 @_register(
     "plugin_user_info_by_tag_get",
+    label_en="Customer by tag",
+    label_zh="按标签查客户",
     description_en="The first customer with a tag (demo customer list), with mobile and preferences.",
     description_zh="根据用户标签获取用户详细信息（演示客户列表）。",
     parameters={"type": "object", "properties": {"tag": {"type": "string"}}, "required": ["tag"]},
@@ -86,6 +90,8 @@ def user_info_by_tag_get(tag: str) -> dict[str, Any]:
 
 @_register(
     "plugin_marketing_article_generate",
+    label_en="Marketing text",
+    label_zh="生成营销短文",
     description_en="A short marketing text for a topic and an audience (a fixed template, no model call).",
     description_zh="为主题和目标用户生成营销短文（固定模板，不调用模型）。",
     parameters={
@@ -103,6 +109,8 @@ def marketing_article_generate(topic: str, audience: str = "") -> str:
 
 @_register(
     "plugin_sms_send",
+    label_en="Send a text message",
+    label_zh="发送短信",
     description_en="Send a text message (simulated: no SMS gateway is configured; the message is only checked).",
     description_zh="发送短信（模拟：未配置短信网关，只校验内容）。",
     parameters={

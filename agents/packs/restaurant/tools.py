@@ -44,6 +44,8 @@ def _menu_text(call: ToolCallContext, category: str) -> str:
 @register_tool
 class MenuTool(Tool):
     name = "menu"
+    label_en = "Menu lookup"
+    label_zh = "菜单查询"
     pack = PACK
     description_en = (
         "The restaurant's menu (菜单应用): dishes, prices, categories, which are spicy or sold out. "
@@ -82,6 +84,8 @@ def _order(call: ToolCallContext, dish: str, quantity: int, diners: int | None) 
 @register_tool
 class OrderTool(Tool):
     name = "order"
+    label_en = "Order"
+    label_zh = "点餐"
     pack = PACK
     description_en = (
         "Order a dish (点餐应用) when the user orders. The dish and the quantity are required: if the user has "
@@ -121,6 +125,8 @@ def _checkout(call: ToolCallContext) -> ToolResult:
 @register_tool
 class CheckoutTool(Tool):
     name = "checkout"
+    label_en = "Checkout"
+    label_zh = "结账"
     pack = PACK
     description_en = "Check out (结账应用) when the user has finished and wants to pay: totals the order and closes it."
     description_zh = "结账应用：用户用完餐要结账时调用，计算订单总额并结账。"
