@@ -1,6 +1,6 @@
 """Building the model's context for a 10,000-message conversation: the platform against LangChain's trim_messages.
 
-    .venv/bin/pip install -r bench/requirements.txt        # LangChain, for this comparison only
+    make install                                            # langchain-core (requirements-dev.txt) included
     DATABASE_URL=postgres://... .venv/bin/python bench/context_window.py [--messages 10000] [--runs 20]
 
 The conversation is made of real dialogue turns (LoCoMo, ../shared/data/memory), cycled to --messages messages
@@ -105,7 +105,7 @@ def main() -> None:
     try:
         from langchain_core.messages import AIMessage, HumanMessage, trim_messages
     except ImportError:
-        sys.exit("LangChain is not installed: .venv/bin/pip install -r bench/requirements.txt")
+        sys.exit("LangChain is not installed: make install (or .venv/bin/pip install -r bench/requirements.txt)")
 
     from django.db import connection
 
