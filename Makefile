@@ -73,7 +73,9 @@ messages: install
 # docs/operations.md).
 WEB ?= 2
 WORKERS ?= 1
+# Without DJANGO_DEBUG=1 the pages name the static files by their hashed names from collectstatic's manifest.
 serve: install
+	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python scripts/serve --web $(WEB) --workers $(WORKERS) --host $(HOST) --port $(PORT)
 
