@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from django.utils.translation import get_language
 
 from agents.models import Agent, AgentKind, AgentVersion
+from agents.tools import get_tool, tool_refusal
+from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from llm.models import ModelProvider
 from llm.selectors import default_provider
 from memory.overflow import OverflowConfig
@@ -65,8 +67,6 @@ def pack_refusals(*, tool_names: Iterable[str], workflow_yaml: str | None, tenan
     """Each tool the configuration names (its own, or its workflow's plugin and custom steps) that belongs to a pack
     `tenant` has not enabled, as a sentence saying so (tenants.packs). A version published before the platform
     operator disabled the pack, or a crafted configuration, is refused with these instead of running."""
-    from agents.tools import get_tool, tool_refusal
-    from agents.workflows.schema import WorkflowValidationError, parse_workflow
 
     names = list(dict.fromkeys(str(name) for name in tool_names))
     if workflow_yaml:

@@ -16,6 +16,9 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.models import Agent, MemoryExtraction
 from agents.services import EDITABLE_FIELDS
+from agents.tools import all_tools, get_tool, tools_available
+from llm.models import ModelProvider
+from llm.selectors import default_provider
 from memory.overflow import (
     DEFAULT_RESERVE_RATIO,
     DEFAULT_SUMMARY_THRESHOLD,
@@ -86,7 +89,6 @@ def tool_choices(tenant: Tenant | None) -> list[tuple[str, str]]:
     """The tools `tenant` may use as checkbox choices: name, and description in the active language. Without a
     tenant (a platform superuser adding an agent in the admin, the tenant not chosen yet) every registered tool;
     Agent.clean then refuses a pack's tool the chosen tenant does not have."""
-    from agents.tools import all_tools, tools_available
 
     tools = tools_available(tenant) if tenant is not None else all_tools()
     return [(tool.name, f"{tool.name} — {tool.description()}") for tool in tools]
@@ -188,8 +190,6 @@ class AgentForm(forms.ModelForm):
         return chosen or current_tenant()
 
     def _default_provider(self):
-        from llm.selectors import default_provider
-
         tenant = self._tenant()
         return default_provider(tenant=tenant) if tenant is not None else None
 
@@ -270,7 +270,6 @@ class AgentForm(forms.ModelForm):
 
     def tool_rows(self) -> list[tuple[Any, str, str]]:
         """The tools field as table rows: (its checkbox, the tool's name, what it does in the active language)."""
-        from agents.tools import get_tool
 
         rows = []
         for checkbox in self["tools"]:
@@ -282,8 +281,6 @@ class AgentForm(forms.ModelForm):
         return dict(PRESET_TOKENS)
 
     def model_options(self) -> list[ModelOption]:
-        from llm.models import ModelProvider
-
         tenant = self._tenant()
         if tenant is None:
             return []

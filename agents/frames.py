@@ -1,13 +1,17 @@
 """Every frame of the chat stream (docs/stream-protocol.md), as small typed classes with one serialiser.
 
-Runners and surfaces build these and nothing else: no frame dict is written by hand outside this module. A sink
-(`agents.runtime.Sink`) takes a frame; the surface that logs or sends it calls `as_dict()` once. Field names are
-seed 0's (`index`, `content`, `agentChatResponse`) and the protocol's; `seq` is the frame log's, not a frame's.
+Runners and surfaces build these and nothing else: no frame dict is written by hand outside this module, and no
+frame's `type` string is compared outside it. A sink (`agents.runtime.Sink`) takes a frame; the surface that logs or
+sends it calls `as_dict()` once; what is read back (the frame log, a resent turn) comes back typed through `parse`.
+Field names are seed 0's (`index`, `content`, `agentChatResponse`) and the protocol's; `seq` is the frame log's, not
+a frame's (`Logged` pairs them).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -91,10 +95,12 @@ class Step(TurnFrame):
     """A step closes: seed 0's agentChatResponse {content, intent, data}; `agentName` on a plan step's frame."""
 
     type: ClassVar[str] = "step"
-    omit_when_none: ClassVar[frozenset[str]] = frozenset({"agentName"})
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"agentName", "html"})
     status: str
     agentChatResponse: dict[str, Any]
     agentName: str | None = None
+    # The page's form only (engine.sinks.page_frame): the result rendered as safe HTML, for the step card.
+    html: str | None = None
 
     @classmethod
     def response(cls, *, index: int, status: str, content: str, intent: str, data: dict[str, Any] | None = None,
@@ -119,16 +125,17 @@ class Plan(TurnFrame):
 class Done(TurnFrame):
     """A reply was stored: complete, or partial when cut off (then an Error follows).
 
-    `content` is the stored text; the chat surface sends it as rendered `html` instead."""
+    `content` is the stored text; the chat surface sends it as rendered `html` instead (content None)."""
 
     type: ClassVar[str] = "done"
-    omit_when_none: ClassVar[frozenset[str]] = frozenset({"duplicate"})
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"content", "html", "duplicate"})
     message_id: int
     status: str
     usage: dict[str, int]
-    content: str
+    content: str | None = None
     strategy: dict[str, Any] | None = None
     duplicate: bool | None = None
+    html: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,3 +174,71 @@ class Gap(Frame):
 def usage_dict(prompt_tokens: int = 0, completion_tokens: int = 0) -> dict[str, int]:
     """The `usage` of a Done frame."""
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+
+
+_BY_TYPE: dict[str, type[Frame]] = {
+    cls.type: cls for cls in (UserMessage, Delta, Tool, Step, Plan, Done, Error, Hello, Gap)
+}
+
+
+def parse(data: Mapping[str, Any] | str) -> Frame:
+    """The typed frame of a frame's JSON object (or text), as written by `as_dict`; a `seq` is left out. The one
+    way back from the wire or the frame log to a frame. An unknown type or a missing field raises ValueError."""
+    if isinstance(data, str):
+        data = json.loads(data)
+    cls = _BY_TYPE.get(str(data.get("type")))
+    if cls is None:
+        raise ValueError(f"not a frame type: {data.get('type')!r}")
+    names = {spec.name for spec in dataclasses.fields(cls)}
+    try:
+        return cls(**{key: value for key, value in data.items() if key in names})
+    except TypeError as exc:
+        raise ValueError(f"a {cls.type} frame without a required field: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Logged:
+    """A frame as a sink delivered it: with its seq in the conversation's frame log, None where nothing numbers it
+    (a socket's own answer, a sink that keeps nothing)."""
+
+    seq: int | None
+    frame: Frame
+
+    def as_dict(self) -> dict[str, Any]:
+        """The wire form: `seq` first, then the frame's fields."""
+        return {"seq": self.seq, **self.frame.as_dict()}
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any]) -> Logged:
+        """A frame log's entry (the frame's JSON object with its `seq`)."""
+        return cls(int(data["seq"]), parse(data))
+
+
+class ClientKind:
+    """What a page sends on its socket (docs/stream-protocol.md): its message, a catch-up request, a stop."""
+
+    USER_MESSAGE = UserMessage.type
+    CATCH_UP = "catch_up"
+    STOP = "stop"
+
+
+def client_kind(message: Mapping[str, Any]) -> str | None:
+    """The kind of a page's socket message (a ClientKind), None when it names none of them."""
+    kind = message.get("type")
+    return kind if kind in (ClientKind.USER_MESSAGE, ClientKind.CATCH_UP, ClientKind.STOP) else None
+
+
+def is_error_body(body: str) -> bool:
+    """Whether a frame's JSON text (frame_body: compact, `type` first) is an error frame, without parsing it: the
+    bus hands every frame to sockets as text, and only errors are rewritten on the way (into the socket's language)."""
+    return body.startswith('{"type":"error"')
+
+
+def starts_turn(frame: Frame, message_id: int | None = None) -> bool:
+    """A turn's first frame: the echo of its user message (of `message_id`, when given)."""
+    return isinstance(frame, UserMessage) and (message_id is None or frame.message_id == message_id)
+
+
+def ends_turn(frame: Frame) -> bool:
+    """A turn's own last frame: its done or error at index 0 (a plan step's end carries the step's index)."""
+    return isinstance(frame, Done | Error) and frame.index == 0

@@ -11,6 +11,8 @@ from django.db import models
 from django.utils.text import slugify
 from django.utils.translation import gettext_lazy as _
 
+from agents.tools import get_tool, tool_refusal
+from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from memory.overflow import STRATEGY_NONE, OverflowConfig, OverflowConfigError
 from tenants.models import TenantOwned
 from tenants.scope import current_tenant
@@ -161,7 +163,6 @@ class Agent(TenantOwned):
 
     def clean(self) -> None:
         super().clean()
-        from agents.tools import get_tool, tool_refusal
 
         if not isinstance(self.tools, list) or not all(isinstance(name, str) for name in self.tools):
             raise ValidationError({"tools": _("Give the tools as a list of tool names.")})
@@ -264,7 +265,6 @@ class Workflow(TenantOwned):
 
     def clean(self) -> None:
         super().clean()
-        from agents.workflows.schema import WorkflowValidationError, parse_workflow
 
         try:
             parse_workflow(self.yaml, tenant=self.tenant if self.tenant_id else current_tenant())

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agents import frames
 from agents.config import AgentConfig, conversation_config
+from agents.models import AgentKind
 from core.db import database_sync_to_async
 from llm import errors
 from llm.errors import LLMError
-from memory.longterm.recall import Recalled, after_turn, recall_for_turn
+from memory.longterm.recall import Recalled, recall_for_turn
 from memory.models import Conversation, ConversationContext, Message, MessageStatus
-from memory.services import assistant_message_finish
+from memory.services import after_turn, assistant_message_finish
 
 if TYPE_CHECKING:
     from tenants.models import Tenant
@@ -39,9 +40,9 @@ SAY_CHUNK_CHARS = 16
 
 
 class Sink(Protocol):
-    """Where a turn writes its frames. `emit` returns the frame as delivered (with `seq`, when the sink numbers)."""
+    """Where a turn writes its frames. `emit` returns the frame as delivered (with its `seq` when the sink numbers)."""
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]: ...
+    async def emit(self, frame: frames.Frame) -> frames.Logged: ...
 
 
 class TurnStatus(StrEnum):
@@ -139,7 +140,7 @@ class TurnContext:
     def count(self, prompt_tokens: int, completion_tokens: int, llm_call_id: int | None = None) -> None:
         self.usage = self.usage.plus(prompt_tokens, completion_tokens, llm_call_id)
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
         return await self.sink.emit(frame)
 
     async def delta(self, text: str) -> None:
@@ -247,7 +248,6 @@ def register_runner(runner: TurnRunner) -> TurnRunner:
 
 def runner_for(kind: str) -> TurnRunner:
     """The runner of `kind`; an unknown kind (an old version's) is answered as a chat agent."""
-    from agents.models import AgentKind
 
     runner = _runners.get(kind) or _runners.get(AgentKind.CHAT)
     if runner is None:

@@ -1,6 +1,6 @@
 """Sinks that need no surface: one that keeps every frame (the API's blocking answers, tests), one that drops them
 (work nobody watches), one that hands them to a reader (the API's streamed answers) and one that sends each frame
-to two sinks. The chat websocket's sink is chat.sinks.ChannelSink."""
+to two sinks. The chat websocket's sink is engine.sinks.ChannelSink."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ class CollectingSink:
     def __init__(self) -> None:
         self.received: list[frames.Frame] = []
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
         self.received.append(frame)
-        return {"seq": len(self.received), **frame.as_dict()}
+        return frames.Logged(len(self.received), frame)
 
     def of_type(self, frame_type: type[frames.Frame]) -> list[Any]:
         return [frame for frame in self.received if isinstance(frame, frame_type)]
@@ -36,12 +36,12 @@ class CollectingSink:
 class NullSink:
     """Drops every frame."""
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
-        return frame.as_dict()
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
+        return frames.Logged(None, frame)
 
 
 class _Emits(Protocol):
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]: ...
+    async def emit(self, frame: frames.Frame) -> frames.Logged: ...
 
 
 class QueueSink:
@@ -50,9 +50,9 @@ class QueueSink:
     def __init__(self) -> None:
         self.queue: asyncio.Queue[frames.Frame] = asyncio.Queue()
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
         self.queue.put_nowait(frame)
-        return frame.as_dict()
+        return frames.Logged(None, frame)
 
 
 class TeeSink:
@@ -62,7 +62,7 @@ class TeeSink:
         self.first = first
         self.second = second
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
         delivered = await self.first.emit(frame)
         await self.second.emit(frame)
         return delivered

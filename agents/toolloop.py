@@ -10,10 +10,9 @@ is called again with the results, up to AGENT_MAX_TOOL_ITERATIONS rounds. A tool
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils.translation import gettext
@@ -24,7 +23,7 @@ from agents.models import MemoryExtraction
 from agents.replyjson import ReplyField, reply_of
 from agents.runtime import TurnContext, TurnResult, TurnRunner, TurnStatus, register_runner
 from agents.tools import Tool, ToolCallContext, tools_for
-from agents.tools.invoke import ToolOutcome, invoke_tool, merge_tool_context
+from agents.tools.invoke import ToolOutcome, invoke_tool, merge_tool_context, tool_round, with_call_ids
 from core.conf import setting
 from core.db import database_sync_to_async
 from llm import errors
@@ -154,11 +153,7 @@ class _Loop:
                 )
                 repairs = 0
             else:
-                # Some servers leave ids out; the stored pairs need them.
-                calls = tuple(
-                    call if call.id else replace(call, id=f"call_{uuid.uuid4().hex[:20]}")
-                    for call in finished.tool_calls
-                )
+                calls = with_call_ids(finished.tool_calls)
                 if not calls:
                     if self.reply_field is not None:
                         return await self._combined_answer(finished.text)
@@ -175,14 +170,16 @@ class _Loop:
             if text_mode:
                 for call in calls:
                     await self._tool_frame(call, frames.ToolStatus.STARTED, call.parsed_arguments or {})
-            outcomes = await self._run_calls(calls)
+            # Every call at once, each with the tool context as it was before the round.
+            done = await tool_round(finished.text, calls, self._run_one, concurrently=True)
+            outcomes = done.outcomes
             turn.tool_context = merge_tool_context(turn.tool_context, outcomes)
             parts = [call.as_message_part() for call in calls]
             await database_sync_to_async(tool_exchange_add)(
                 conversation=turn.conversation,
                 content="" if text_mode else finished.text,
                 tool_calls=parts,
-                results=[(call.id, outcome.text) for call, outcome in zip(calls, outcomes, strict=True)],
+                results=[(call.id, outcome.text) for call, outcome in done.answered],
                 usage=turn.usage.stored(),
                 tool_context=turn.tool_context,
             )
@@ -193,11 +190,7 @@ class _Loop:
                 messages += textprotocol.to_text_messages([{"role": "assistant", "content": "", "tool_calls": parts}])
                 messages.append(textprotocol.sys_message("\n".join(outcome.text for outcome in outcomes)))
             else:
-                messages.append({"role": "assistant", "content": finished.text or None, "tool_calls": parts})
-                messages += [
-                    {"role": "tool", "tool_call_id": call.id, "content": outcome.text}
-                    for call, outcome in zip(calls, outcomes, strict=True)
-                ]
+                messages += done.messages
 
     async def _call(self, messages: list[dict[str, Any]], schemas: list[dict] | None, *, stream_text: bool) -> Finished:
         """One model call; text streams as deltas when `stream_text` (the text protocol waits for the whole reply)."""
@@ -255,18 +248,14 @@ class _Loop:
                         result=summary)
         )  # fmt: skip
 
-    async def _run_calls(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        """Run every call concurrently with the same starting context; outcomes in the order of the calls."""
-        return list(await asyncio.gather(*(self._run_one(call, dict(self.turn.tool_context)) for call in calls)))
-
-    async def _run_one(self, call: ToolCall, context: dict[str, Any]) -> ToolOutcome:
+    async def _run_one(self, call: ToolCall) -> ToolOutcome:
         turn = self.turn
         call_context = ToolCallContext(
             tenant=turn.tenant,
             user_id=turn.user_id,
             agent_id=turn.conversation.agent_id,
             conversation_id=turn.conversation.pk,
-            context=context,
+            context=dict(turn.tool_context),  # a copy: the round's contexts join after it (merge_tool_context)
             knowledge_base_ids=turn.config.knowledge_base_ids,
         )
         outcome = await invoke_tool(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -10,7 +12,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from api.keys import hash_secret, key_revoke, new_secret
+from api.keys import hash_secret, key_limit_check, key_revoke, new_secret
 from api.models import ApiKey, KeyScope
 from tenants.admin import TenantOwnedAdmin
 
@@ -26,6 +28,13 @@ class ApiKeyAdminForm(forms.ModelForm):
         fields = ["tenant", "name", "scopes", "agents", "expires_at"]
         widgets = {"agents": forms.CheckboxSelectMultiple}
 
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        tenant = cleaned.get("tenant") or getattr(self, "request_tenant", None)
+        if self.instance.pk is None and tenant is not None:
+            key_limit_check(tenant=tenant)  # the tenant's API_TENANT_MAX_KEYS
+        return cleaned
+
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantOwnedAdmin):
@@ -39,6 +48,11 @@ class ApiKeyAdmin(TenantOwnedAdmin):
     @admin.display(description=_("prefix"))
     def prefix_shown(self, key: ApiKey) -> str:
         return f"{key.prefix}…" if key.prefix else "—"
+
+    def get_form(self, request: HttpRequest, obj: ApiKey | None = None, **kwargs: Any) -> type[forms.ModelForm]:
+        form = super().get_form(request, obj, **kwargs)
+        form.request_tenant = getattr(request, "tenant", None)  # a tenant admin's form has no tenant field
+        return form
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         fields = list(super().get_fields(request, obj))

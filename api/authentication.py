@@ -61,7 +61,9 @@ def key_access(request: Any) -> KeyAccess | None:
 
 class HasScope(permissions.BasePermission):
     """A key request needs the scope the view names for the method: `read` for safe methods, else the view's
-    `write_scope` (`write` unless it says `chat`). Session requests pass (the view checks roles)."""
+    `write_scope` (`write` unless it says `chat`). A key limited to some agents writes only through the actions the
+    view lists in `agent_limited_actions` (acting on those agents: the view's queryset narrows them); any other write
+    (creating agents, knowledge bases) is refused. Session requests pass (the view checks roles)."""
 
     def has_permission(self, request: Any, view: Any) -> bool:
         access = key_access(request)
@@ -73,6 +75,14 @@ class HasScope(permissions.BasePermission):
             needed = getattr(view, "write_scopes", {}).get(getattr(view, "action", None), KeyScope.WRITE)
         if not access.key.has_scope(needed):
             self.message = _("This API key does not have the “%(scope)s” scope.") % {"scope": needed}
+            return False
+        limited_write = request.method not in permissions.SAFE_METHODS and bool(access.chosen_agent_ids)
+        if limited_write and getattr(view, "action", None) not in getattr(view, "agent_limited_actions", ()):
+            self.message = _(
+                "This API key is limited to some agents: it may use and change those agents only, not create "
+                "agents nor change knowledge bases or anything else of the tenant. Use a key without an agent "
+                "limit for that."
+            )
             return False
         return True
 

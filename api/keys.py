@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from api.models import ApiKey, KeyScope
+from core.conf import setting
 from memory.models import Conversation
 from memory.selectors import access_conversation
 from tenants.models import Membership, Role, Tenant
@@ -62,6 +63,7 @@ def key_create(
         raise ValidationError({"agents": _("Choose agents of this tenant.")})
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationError({"expires_at": _("Choose a time in the future.")})
+    key_limit_check(tenant=tenant)
     prefix, secret = new_secret()
     key = ApiKey(
         tenant=tenant,
@@ -77,6 +79,20 @@ def key_create(
         key.save()
         key.agents.set(agents)
     return key, secret
+
+
+def key_limit_check(*, tenant: Tenant) -> None:
+    """ValidationError when the tenant already has API_TENANT_MAX_KEYS active keys (not revoked, not expired)."""
+    limit = setting("API_TENANT_MAX_KEYS")
+    now = timezone.now()
+    active = ApiKey.objects.filter(tenant=tenant, revoked_at__isnull=True).filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+    )
+    if limit and active.count() >= limit:
+        message = _(
+            "This tenant already has %(n)s active API keys, its limit: revoke a key that is no longer used first."
+        )
+        raise ValidationError({NON_FIELD_ERRORS: [message % {"n": limit}]})
 
 
 def key_revoke(*, key: ApiKey) -> ApiKey:

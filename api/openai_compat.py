@@ -8,7 +8,7 @@ Two ways to give the context:
 - continued: a conversation id (header `X-Conversation-Id` or `metadata.conversation_id`) continues that stored
   conversation, and only the last user message of `messages` is sent.
 
-The turn is the chat's turn (chat.turns): stored, claimed, streamed to open chat pages as well, stopped when the
+The turn is the chat's turn (engine.turns): stored, claimed, streamed to open chat pages as well, stopped when the
 client goes away. Answers follow OpenAI's shapes; what only this platform knows (the conversation id, tool and plan
 progress) rides in extra fields (`conversation_id`, `agentplat`) that standard clients ignore.
 """
@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
@@ -35,11 +36,12 @@ from agents.services import conversation_start
 from agents.sinks import QueueSink
 from api.keys import KeyAccess, KeyRefused, caller_conversation
 from api.models import KeyScope
-from api.throttling import admit
-from chat import turns
+from api.parsers import unstorable_at, unstorable_message
+from api.throttling import StreamSlot, admit, holding, stream_slot_take
 from core.bounded import loads_json
 from core.conf import setting
 from core.db import database_sync_to_async
+from engine import turns
 from llm import errors
 from memory.models import Conversation, Role
 from memory.services import messages_import, title_from
@@ -170,6 +172,10 @@ def parse_completion_request(raw: bytes, headers: Any) -> CompletionRequest:
         raise ApiError(400, _("The request body is not valid JSON."), code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, _("The request body must be a JSON object."), code="invalid_json")
+    if (where := unstorable_at(data)) is not None:
+        raise ApiError(
+            400, unstorable_message(where), code="invalid_characters", param=where,
+        )  # fmt: skip
     model = data.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ApiError(400, _("Name the agent in “model” (GET /v1/models lists them)."), code="missing_model",
@@ -231,6 +237,7 @@ class Prepared:
     access: KeyAccess
     agent: Agent
     conversation: Conversation
+    slot: StreamSlot | None = None  # a streamed reply's place among the tenant's (api.throttling)
 
 
 def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
@@ -253,10 +260,26 @@ def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
             if conversation is None or conversation.agent_id != agent.pk:
                 raise ApiError(404, _("No such conversation of this agent."), code="conversation_not_found",
                                param="metadata.conversation_id")  # fmt: skip
-        else:
-            conversation = conversation_start(agent=agent, user=access.user, title=title_from(ask.content))
-            messages_import(conversation=conversation, messages=ask.history)
-    return Prepared(access=access, agent=agent, conversation=conversation)
+        slot = _stream_slot(access) if ask.stream else None
+        if ask.conversation_id is None:
+            try:
+                with transaction.atomic():  # the history is stored whole or not at all
+                    conversation = conversation_start(agent=agent, user=access.user, title=title_from(ask.content))
+                    messages_import(conversation=conversation, messages=ask.history)
+            except BaseException:
+                if slot is not None:
+                    slot.release()
+                raise
+    return Prepared(access=access, agent=agent, conversation=conversation, slot=slot)
+
+
+def _stream_slot(access: KeyAccess) -> StreamSlot | None:
+    """A place for one more streamed reply of the key's tenant (API_TENANT_MAX_STREAMS), or ApiError 429."""
+    try:
+        return stream_slot_take(access.tenant.pk)
+    except KeyRefused as exc:
+        raise ApiError(exc.status, exc.message, code=exc.code, kind="rate_limit_error",
+                       retry_after=exc.retry_after) from None  # fmt: skip
 
 
 def _completion_id(user_message_id: int) -> str:
@@ -305,6 +328,17 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         prepared = await database_sync_to_async(_prepare)(request.headers.get("Authorization"), ask)
     except ApiError as exc:
         return exc.response()
+    response = None
+    try:
+        response = await _complete(ask, prepared)
+        return response
+    finally:
+        # A streamed answer keeps its place until the stream ends (api.throttling.holding); any other answer frees it.
+        if prepared.slot is not None and not getattr(response, "holds_stream_slot", False):
+            await prepared.slot.arelease()
+
+
+async def _complete(ask: CompletionRequest, prepared: Prepared) -> HttpResponse:
     conversation = prepared.conversation
     sink = QueueSink()
     with tenant_scope(prepared.access.tenant):
@@ -328,11 +362,10 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     assert task is not None
     task.add_done_callback(lambda _task: sink.queue.put_nowait(None))
     if ask.stream:
-        response = StreamingHttpResponse(
-            _stream(task, sink, _Chunks(common, completion_id, ask.include_usage), ask, conversation.pk),
-            content_type="text/event-stream",
-            headers=headers,
-        )
+        chunks = _stream(task, sink, _Chunks(common, completion_id, ask.include_usage), ask, conversation.pk)
+        response = StreamingHttpResponse(holding(prepared.slot, chunks), content_type="text/event-stream",
+                                         headers=headers)  # fmt: skip
+        response.holds_stream_slot = True
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response

@@ -10,8 +10,10 @@ import uuid
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Max, QuerySet
+from django.http import Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import extend_schema
@@ -31,7 +33,7 @@ from agents.workflows.services import workflow_runs_for, workflow_validate
 from api.authentication import HasScope, TenantScopedApiView, administers, key_access
 from api.keys import caller_conversation
 from api.models import KeyScope
-from chat import turns
+from engine import turns
 from llm import errors
 from memory.models import Conversation, Message
 
@@ -56,20 +58,43 @@ def page_of(serializer: type[serializers.Serializer]) -> type[serializers.Serial
     return type(f"{name}Page", (serializers.Serializer,), fields)
 
 
+# The `code` of DRF's exceptions whose own code is too generic for clients to branch on.
+ERROR_CODES = {exceptions.ValidationError: "validation_error", exceptions.ParseError: "parse_error"}
+
+
+def _drf_exception(exc: Exception, context: dict[str, Any]) -> Exception:
+    """Django's Http404 and PermissionDenied as DRF's, with a translated message naming what was not found
+    (get_object_or_404's own message is English and names the model's class)."""
+    if isinstance(exc, Http404):
+        view = context.get("view")
+        model = getattr(getattr(view, "queryset", None), "model", None) or getattr(
+            getattr(getattr(view, "serializer_class", None), "Meta", None), "model", None
+        )
+        if model is None:
+            return exceptions.NotFound()
+        return exceptions.NotFound(_("No such %(thing)s.") % {"thing": model._meta.verbose_name})
+    if isinstance(exc, DjangoPermissionDenied):
+        return exceptions.PermissionDenied()
+    return exc
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Every error in one shape: {"error": {"code", "message", "fields"?}} (messages in the request's language)."""
+    """Every error of /api/v1 in one shape: {"error": {"code", "message", "fields"?}}, `code` a specific word
+    (not_found, permission_denied, validation_error, throttled...), `message` in the request's language."""
+    exc = _drf_exception(exc, context)
     response = exception_handler(exc, context)
     if response is None:
         return None
     detail = response.data
+    code = ERROR_CODES.get(type(exc))
     if isinstance(exc, exceptions.ValidationError) and isinstance(detail, dict):
-        body = {"code": "invalid", "message": _("Some fields are not valid."), "fields": detail}
+        body = {"code": code, "message": _("Some fields are not valid."), "fields": detail}
     elif isinstance(exc, exceptions.ValidationError):
         messages = detail if isinstance(detail, list) else [detail]
-        body = {"code": "invalid", "message": " ".join(str(m) for m in messages)}
+        body = {"code": code, "message": " ".join(str(m) for m in messages)}
     else:
-        code = getattr(getattr(exc, "detail", None), "code", None) or getattr(exc, "default_code", "error")
         message = detail.get("detail", detail) if isinstance(detail, dict) else detail
+        code = code or getattr(message, "code", None) or getattr(exc, "default_code", None) or "error"
         body = {"code": str(code), "message": str(message)}
     response.data = {"error": body}
     return response
@@ -85,6 +110,8 @@ class ApiKeySchema(OpenApiAuthenticationExtension):
 
 class ApiViewSet(TenantScopedApiView, viewsets.GenericViewSet):
     permission_classes = [HasScope]
+    # The writes a key limited to some agents may make (on those agents; api.authentication.HasScope): none by default.
+    agent_limited_actions: frozenset[str] = frozenset()
     pagination_class = Pages
     lookup_value_regex = r"\d+"
 
@@ -158,6 +185,7 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet)
     and imported by owners and admins (a key needs `write`)."""
 
     serializer_class = AgentSerializer
+    agent_limited_actions = frozenset({"partial_update", "publish"})
 
     def get_queryset(self) -> QuerySet[Agent]:
         if (fake := self.schema_queryset()) is not None:
@@ -262,6 +290,7 @@ class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewS
 
     serializer_class = WorkflowSerializer
     write_scopes = {"validate": KeyScope.READ}
+    agent_limited_actions = frozenset({"validate"})  # saves nothing
 
     def get_queryset(self) -> QuerySet[Workflow]:
         if (fake := self.schema_queryset()) is not None:
@@ -343,6 +372,7 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
 
     serializer_class = ConversationSerializer
     write_scopes = {"create": KeyScope.CHAT, "messages": KeyScope.CHAT, "stop": KeyScope.CHAT}
+    agent_limited_actions = frozenset(write_scopes)  # with the key's agents only (caller_conversation, _agents_for)
 
     def get_queryset(self) -> QuerySet[Conversation]:
         if (fake := self.schema_queryset()) is not None:

@@ -160,7 +160,7 @@ class KnowledgeBaseViewSet(
         code = status.HTTP_201_CREATED if documents else status.HTTP_400_BAD_REQUEST
         body: dict[str, Any] = {"documents": DocumentSerializer(documents, many=True).data, "errors": errors}
         if not documents:
-            body = {"error": {"code": "invalid", "message": " ".join(errors), "fields": {"files": errors}}}
+            body = {"error": {"code": "validation_error", "message": " ".join(errors), "fields": {"files": errors}}}
         return Response(body, status=code)
 
     def _document(self, knowledge_base: KnowledgeBase, document_id: str) -> Document:

@@ -8,7 +8,7 @@ import datetime as dt
 import uuid
 
 from asgiref.sync import async_to_sync
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Prefetch, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -21,32 +21,35 @@ from rest_framework.response import Response
 from api.authentication import administers, key_access
 from api.models import KeyScope
 from api.rest import ApiViewSet, StopSerializer, page_of, require_administrator
-from chat import turns
+from engine import turns
 from llm.models import LLMCall
-from plans.models import Plan, PlanLog
+from plans.models import Plan, PlanLog, PlanStep
 
 
-class PlanStepSerializer(serializers.Serializer):
-    seqNo = serializers.IntegerField()
-    agentName = serializers.CharField()
-    requirement = serializers.CharField()
-    status = serializers.CharField()
-    result = serializers.JSONField(allow_null=True)
-    depends_on = serializers.ListField(child=serializers.IntegerField())
+class PlanStepSerializer(serializers.ModelSerializer):
+    dependsOn = serializers.ListField(source="depends_on", child=serializers.IntegerField())
+
+    class Meta:
+        model = PlanStep
+        fields = ["seqNo", "agentName", "requirement", "status", "result", "dependsOn"]
+        read_only_fields = fields
 
 
 class PlanSerializer(serializers.ModelSerializer):
-    steps = serializers.SerializerMethodField()
+    """Seed 0's ExecutionPlan (`planId`, `userQuery`, `steps[].seqNo`, `agentName`...): the seed's names are kept, so
+    every field of a plan and its steps is camelCase, the platform's own too (`allowConcurrency`, `dependsOn`,
+    `createdAt`). The API's other objects, a plan's log rows included, are snake_case."""
+
+    allowConcurrency = serializers.BooleanField(source="allow_concurrency", read_only=True)
+    steps = PlanStepSerializer(many=True, read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
 
     class Meta:
         model = Plan
-        fields = ["planId", "name", "userQuery", "status", "allow_concurrency", "conversation", "steps",
-                  "created_at", "updated_at"]  # fmt: skip
+        fields = ["planId", "name", "userQuery", "status", "allowConcurrency", "conversation", "steps", "createdAt",
+                  "updatedAt"]  # fmt: skip
         read_only_fields = fields
-
-    @extend_schema(responses=PlanStepSerializer(many=True))
-    def get_steps(self, plan: Plan) -> list[dict]:
-        return [step.as_dict() for step in plan.steps.order_by("seqNo")]
 
 
 class PlanLogSerializer(serializers.ModelSerializer):
@@ -63,11 +66,13 @@ class PlanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     lookup_field = "planId"
     lookup_value_regex = r"[0-9a-fA-F-]{32,36}"
     write_scopes = {"stop": KeyScope.CHAT}
+    agent_limited_actions = frozenset(write_scopes)  # plans of the key's agents only (get_queryset)
 
     def get_queryset(self) -> QuerySet[Plan]:
         if (fake := self.schema_queryset()) is not None:
             return fake
-        plans = Plan.objects.select_related("conversation").order_by("-created_at")
+        steps = Prefetch("steps", queryset=PlanStep.objects.order_by("seqNo"))
+        plans = Plan.objects.select_related("conversation").prefetch_related(steps).order_by("-created_at")
         if not administers(self.request):
             plans = plans.filter(conversation__user_id=self.request.user.pk)
         access = key_access(self.request)

@@ -7,6 +7,9 @@ from api import rest, rest_knowledge, rest_plans, streaming, views
 app_name = "api"
 
 router = DefaultRouter()
+# No `.json`-style suffix URLs: the API speaks JSON only, and the viewsets' actions take no `format` argument (a
+# suffix URL was a 500 before).
+router.include_format_suffixes = False
 router.register("agents", rest.AgentViewSet, basename="agent")
 router.register("conversations", rest.ConversationViewSet, basename="conversation")
 router.register("knowledge-bases", rest_knowledge.KnowledgeBaseViewSet, basename="knowledge-base")

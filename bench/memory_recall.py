@@ -34,7 +34,7 @@ their evidence there. Methods, side by side in one run:
            the walk's order, first 10;
   bm25     BM25 over the turns (one document per turn);
   vector   cosine of the local MiniLM over the turns;
-  hybrid   the knowledge bases' hybrid over the turns (knowledge.retrieval.rank_collection: BM25 and vectors
+  hybrid   the knowledge bases' hybrid over the turns (collection_rank.rank_collection: BM25 and vectors
            fused by z-scores).
 "shown" adds what the reply actually sees: the walked events that fit the timeline's share of the recall budget
 (MEMORY_RECALL_TOKENS / 2), mapped to turns the same way.
@@ -283,7 +283,9 @@ class TurnIndex:
         )
 
     def rank(self, method: str, query: str) -> list[str]:
-        from knowledge.retrieval import query_vector, rank_collection
+        from collection_rank import rank_collection
+
+        from knowledge.retrieval import query_vector
         from memory.longterm import store
 
         if method == "vector":

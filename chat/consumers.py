@@ -2,7 +2,7 @@
 in seq order, `catch_up` replays what a socket missed, `stop` stops the running turn. Protocol:
 docs/stream-protocol.md.
 
-The socket takes its frames from this process's bus hub (chat.bus), not from the channel layer: no channel, no group
+The socket takes its frames from this process's bus hub (engine.bus), not from the channel layer: no channel, no group
 and no blocking receive per socket. Frames pass through an inbox drained by one task at a time under the socket's
 lock, so live frames, a catch-up and a gap repair never interleave.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import dataclasses
 import logging
 from collections import deque
 from typing import Any
@@ -22,13 +22,13 @@ from django.utils.translation.trans_real import parse_accept_lang_header
 
 from agents import frames
 from agents.limits import MAX_MESSAGE_CHARS, MessageLimit
-from chat import turns
-from chat.bus import hub_for
 from chat.selectors import conversation_message_limit
-from chat.sinks import page_frame
-from chat.streams import get_frame_log
 from core.conf import setting
 from core.db import database_sync_to_async
+from engine import turns
+from engine.bus import hub_for
+from engine.sinks import page_frame
+from engine.streams import get_frame_log
 from llm import errors
 from memory.models import Conversation
 from memory.selectors import access_conversation
@@ -134,7 +134,7 @@ class ChatConsumer(TenantScopedJsonConsumer):
     def _access_changed(self) -> None:
         asyncio.get_running_loop().create_task(self.close(code=ACCESS_CHANGED_CLOSE))
 
-    # The hub's side (chat.bus.Listener): called on the event loop, never blocks.
+    # The hub's side (engine.bus.Listener): called on the event loop, never blocks.
     def deliver(self, seq: int, body: str) -> None:
         self._push(seq, body)
 
@@ -164,8 +164,8 @@ class ChatConsumer(TenantScopedJsonConsumer):
         if not isinstance(content, dict):
             await self._reject(errors.BAD_REQUEST)
             return
-        kind = content.get("type")
-        if kind == "catch_up":
+        kind = frames.client_kind(content)
+        if kind == frames.ClientKind.CATCH_UP:
             after_seq = content.get("after_seq")
             if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
                 await self._reject(errors.BAD_REQUEST)
@@ -174,9 +174,9 @@ class ChatConsumer(TenantScopedJsonConsumer):
             return
         if not self.synced:
             await self._replay(self.connect_seq)
-        if kind == "user_message":
+        if kind == frames.ClientKind.USER_MESSAGE:
             await self._user_message(content)
-        elif kind == "stop":
+        elif kind == frames.ClientKind.STOP:
             await turns.request_stop(conversation_id=self.conversation.pk)
         else:
             await self._reject(errors.BAD_REQUEST)
@@ -211,8 +211,8 @@ class ChatConsumer(TenantScopedJsonConsumer):
     async def _resend(self, submission: turns.Submission, client_id: str) -> None:
         """A resent client_id: replay the logged frames of its turn, or say what the database knows."""
         if submission.frames:
-            for frame in submission.frames:
-                await self._send_frame(frame, replay=True)
+            for logged in submission.frames:
+                await self._send_frame(logged, replay=True)
             return
         message, reply = submission.message, submission.reply
         echo = frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content, duplicate=True)
@@ -230,7 +230,7 @@ class ChatConsumer(TenantScopedJsonConsumer):
 
     async def _send_own(self, frame: frames.Frame) -> None:
         """A frame for this socket only, not of the conversation: `seq` is null and the log does not keep it."""
-        await self.send_json({"seq": None, **page_frame(frame)})
+        await self.send_json(frames.Logged(None, page_frame(frame)).as_dict())
 
     async def _reject(self, code: str, client_id: str | None = None, text: str = "") -> None:
         """An error for this socket only (not a frame of the conversation: seq is null); `text` says why, else the
@@ -264,11 +264,11 @@ class ChatConsumer(TenantScopedJsonConsumer):
         last = await self.log.last_seq(self.conversation.pk)
         after_seq = min(after_seq, last)  # a counter that restarted (store flushed): resume from its present
         logged = await self.log.after(self.conversation.pk, after_seq)
-        if logged and logged[0]["seq"] > after_seq + 1:
-            await self._send_own(frames.Gap(after_seq=after_seq, first_seq=logged[0]["seq"]))
+        if logged and logged[0].seq > after_seq + 1:
+            await self._send_own(frames.Gap(after_seq=after_seq, first_seq=logged[0].seq))
         self.sent_seq = after_seq
-        for frame in logged:
-            await self._send_frame(frame, replay=True)
+        for entry in logged:
+            await self._send_frame(entry, replay=True)
         held, self.held, self.synced = self.held, [], True
         for seq, body in held:
             await self._forward(seq, body)
@@ -280,21 +280,22 @@ class ChatConsumer(TenantScopedJsonConsumer):
             return
         if seq > self.sent_seq + 1:
             try:
-                for frame in await self.log.after(self.conversation.pk, self.sent_seq):
-                    if frame["seq"] < seq:
-                        await self._send_frame(frame)
+                for logged in await self.log.after(self.conversation.pk, self.sent_seq):
+                    if logged.seq < seq:
+                        await self._send_frame(logged)
             except Exception:
                 logger.warning("gap repair failed conversation=%s", self.conversation.pk, exc_info=True)
-        if '"type":"error"' in body:
-            await self._send_frame({"seq": seq, **json.loads(body)})
+        if frames.is_error_body(body):
+            await self._send_frame(frames.Logged(seq, frames.parse(body)))
             return
         await self.send(text_data=f'{{"seq":{seq},{body[1:]}')
         self.sent_seq = seq
 
-    async def _send_frame(self, frame: dict[str, Any], replay: bool = False) -> None:
-        if not replay and frame["seq"] <= self.sent_seq:
+    async def _send_frame(self, logged: frames.Logged, replay: bool = False) -> None:
+        if not replay and logged.seq <= self.sent_seq:
             return  # already sent by a replay
-        if frame.get("type") == "error" and frame.get("code"):
-            frame = {**frame, "message": errors.message_for(frame["code"], self.language)}
-        await self.send_json(frame)
-        self.sent_seq = max(self.sent_seq, frame["seq"])
+        frame = logged.frame
+        if isinstance(frame, frames.Error) and frame.code:  # in the socket's language
+            frame = dataclasses.replace(frame, message=errors.message_for(frame.code, self.language))
+        await self.send_json({"seq": logged.seq, **frame.as_dict()})
+        self.sent_seq = max(self.sent_seq, logged.seq)

@@ -9,11 +9,12 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AbstractBaseUser
 
+from agents import frames
 from agents.config import conversation_config
 from agents.limits import MessageLimit, message_limit
 from agents.models import Agent
-from chat.streams import get_frame_log
 from core.markdown import render_markdown
+from engine.streams import get_frame_log
 from llm.errors import message_for
 from memory.models import Conversation, ConversationContext, Message, MessageStatus, Role
 from memory.overflow import STRATEGY_SUMMARIZE
@@ -151,9 +152,9 @@ async def _resume_seq(conversation_id: int) -> int:
         return last
     # A reply is being written: the page has its user message (stored) but not the reply, so the socket
     # replays from that turn's user_message frame on.
-    for frame in reversed(await log.after(conversation_id, 0)):
-        if frame.get("type") == "user_message" and frame.get("message_id") == running:
-            return int(frame["seq"])
+    for logged in reversed(await log.after(conversation_id, 0)):
+        if frames.starts_turn(logged.frame, running):
+            return logged.seq
     return last
 
 

@@ -1,11 +1,22 @@
-"""Websocket routes. Every route is served behind AllowedHostsOriginValidator and AuthMiddlewareStack (asgi.py)."""
+"""Websocket routes. Every route is served behind the origin check and AuthMiddlewareStack (asgi.py); a path no route
+matches is refused like a socket from a foreign origin, instead of URLRouter's error (a 500 to the client)."""
 
-from django.urls import path
+from typing import Any
+
+from django.urls import path, re_path
 
 import chat.routing
 from config.consumers import PingConsumer
+from config.origin import deny
+
+
+async def unknown_path(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Close the handshake of a socket to a path no route serves."""
+    await deny(receive, send)
+
 
 websocket_urlpatterns = [
     path("ws/ping/", PingConsumer.as_asgi()),
     *chat.routing.websocket_urlpatterns,
+    re_path(r"", unknown_path),  # last
 ]

@@ -12,6 +12,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from config.proxy import proxy_networks
 from core.conf import DEFAULTS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -49,6 +50,10 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+# Addresses or networks of the proxies in front (comma-separated, e.g. 10.0.0.5,10.1.0.0/16): only a request from one
+# of them has its X-Forwarded-For / -Proto believed (config.proxy); none by default, so with nothing in front
+# (scripts/serve) the address a request came from is the peer's, whatever its headers say.
+TRUSTED_PROXIES = [str(network) for network in proxy_networks(env.list("TRUSTED_PROXIES", default=[]))]
 
 INSTALLED_APPS = [
     "daphne",  # first, so that `runserver` serves ASGI (websockets included)
@@ -74,11 +79,14 @@ INSTALLED_APPS = [
     "plans",
     "agents.packs.restaurant",
     "agents.packs.energy",
+    "engine",
     "chat",
     "api",
 ]
 
 MIDDLEWARE = [
+    # First: the client's address and forwarded headers, believed only from TRUSTED_PROXIES.
+    "config.proxy.ForwardedHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "config.middleware.StaticFilesMiddleware",  # WhiteNoise, async-capable
     "csp.middleware.CSPMiddleware",
@@ -114,9 +122,10 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
-# Login throttling (django-axes), for the login page and the admin's: after LOGIN_FAILURE_LIMIT wrong passwords for
-# one username from one address, that pair is locked out for LOGIN_LOCKOUT_MINUTES (answer 429 with an explanation);
-# a successful login resets the count.
+# Login throttling (django-axes), for the login page and the admin's: after LOGIN_FAILURE_LIMIT wrong passwords from
+# one address (any usernames), or for one username (from any addresses), that address or that username is locked
+# out for LOGIN_LOCKOUT_MINUTES (answer 429 with an explanation); a successful login resets its address's and its
+# username's counts. The address is REMOTE_ADDR, the peer's or, from a trusted proxy, the client's (config.proxy).
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 # Counted in Redis when there is one (shared by every process), else in the database (the embedded default's local
 # memory cache is per process, which axes rightly refuses).
@@ -127,7 +136,8 @@ AXES_HANDLER = (
 )
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = datetime.timedelta(minutes=env.float("LOGIN_LOCKOUT_MINUTES", default=15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)  # never a header the client wrote
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "config.lockout.locked_out"
 AXES_VERBOSE = False
@@ -279,6 +289,9 @@ WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=DEBUG)
 # The REST API (/api/v1/) and the OpenAI-compatible endpoint (/v1/): requests per API key (DRF's rate format,
 # e.g. "600/min"), counted in the cache (Redis when REDIS_URL is set).
 API_KEY_RATE = env.str("API_KEY_RATE", default="600/min")
+# Streamed API replies a tenant may have open at once (across processes; 0: no limit), and its active keys.
+API_TENANT_MAX_STREAMS = env.int("API_TENANT_MAX_STREAMS", default=DEFAULTS["API_TENANT_MAX_STREAMS"])
+API_TENANT_MAX_KEYS = env.int("API_TENANT_MAX_KEYS", default=DEFAULTS["API_TENANT_MAX_KEYS"])
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "api.authentication.ApiKeyAuthentication",
@@ -309,10 +322,22 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"AgentKindEnum": "agents.models.AgentKind", "PlanLogKindEnum": "plans.models.LogKind"},
 }
 
-if not DEBUG:
+# The site is served over HTTPS only (a TLS proxy in front, or Daphne's own TLS): plain HTTP is redirected (except
+# /healthz, for load balancers), browsers are told to use HTTPS for DJANGO_HSTS_SECONDS, cookies are sent over HTTPS
+# only. Behind a proxy, its X-Forwarded-Proto says whether the client used HTTPS: believed from TRUSTED_PROXIES only.
+BEHIND_TLS = env.bool("DJANGO_BEHIND_TLS", default=False)
+if TRUSTED_PROXIES:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if BEHIND_TLS:
+    SECURE_SSL_REDIRECT = env.bool("DJANGO_SSL_REDIRECT", default=True)
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=31_536_000)
+    # Only when every subdomain is served over HTTPS too (browsers would refuse them otherwise).
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=False)
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+elif not DEBUG:
     SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- Models (llm/) ---
 # Fernet key(s) for provider API keys at rest, comma-separated (the first encrypts, all decrypt: rotation).

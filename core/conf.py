@@ -44,8 +44,13 @@ DEFAULTS: dict[str, Any] = {
     "CHAT_TURN_QUEUE": 400,
     "CHAT_BUSY_RETRY_SECONDS": 10,
     # Seconds a running turn's claim lasts unless its process renews it: after a process dies, its turns are ended as
-    # interrupted by another process within about this long (chat.turns.end_interrupted_turns).
+    # interrupted by another process within about this long (engine.turns.end_interrupted_turns).
     "CHAT_TURN_LEASE_SECONDS": 60,
+    # The API (docs/api.md): streamed replies (/v1/chat/completions with stream, .../messages/stream/) one tenant's keys
+    # may have open at once, counted across processes in the cache (0: no limit); active (not revoked, not expired)
+    # keys a tenant may have.
+    "API_TENANT_MAX_STREAMS": 20,
+    "API_TENANT_MAX_KEYS": 50,
     # Threads of a process that run database work of async code side by side on PostgreSQL (1: one thread).
     "DATABASE_THREADS": 8,
     # Redis clients of the frame log: connections per process and event loop (a caller waits up to

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+# (host, port) -> the addresses it resolves to; resolve_host unless a caller brings its own.
+Resolver = Callable[[str, int], list[str]]
 
 # Every range that is not the public internet (IANA special-purpose registries, IPv4 and IPv6).
 DEFAULT_BLOCKED_NETWORKS = (
@@ -66,22 +69,41 @@ def address_blocked(address: str, blocked: list[Network]) -> bool:
     )
 
 
-def url_addresses(url: str) -> tuple[str, list[str]]:
-    """The host of `url` and the addresses it resolves to (empty when it does not resolve)."""
+class UnresolvedHost(Exception):
+    """A URL's host name does not resolve (or the URL has none)."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(f"{host or 'the URL'} does not resolve to an address")
+        self.host = host
+
+
+@dataclass(frozen=True)
+class CheckedURL:
+    """A URL's host, resolved once: its addresses, and whether any is blocked. A connection meant to be guarded goes
+    to `address` (the one checked), not to whatever the name resolves to by the time it is made."""
+
+    host: str
+    port: int
+    addresses: tuple[str, ...]
+    private: bool
+
+    @property
+    def address(self) -> str:
+        return self.addresses[0]
+
+
+def check_url(url: str, blocked: list[Network] | None = None, resolver: Resolver | None = None) -> CheckedURL:
+    """Resolve `url`'s host once (with `resolver`, default resolve_host) and check every address against `blocked`
+    (default: every non-public range). A host that does not resolve raises UnresolvedHost."""
     parts = urlsplit(url)
     host = (parts.hostname or "").strip("[]").lower()
-    if not host:
-        return "", []
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return host, resolve_host(host, port)
+        addresses = (resolver or resolve_host)(host, port) if host else []
     except (OSError, UnicodeError, ValueError):
-        return host, []
-
-
-def url_is_private(url: str, blocked: list[Network] | None = None) -> bool:
-    """True when `url`'s host is, or resolves to, an address in a blocked network. A name that does not resolve
-    here is not private (it cannot be reached either)."""
-    _host, addresses = url_addresses(url)
+        addresses = []
+    if not addresses:
+        raise UnresolvedHost(host)
     blocked = blocked if blocked is not None else networks()
-    return any(address_blocked(address, blocked) for address in addresses)
+    private = any(address_blocked(address, blocked) for address in addresses)
+    return CheckedURL(host=host, port=port, addresses=tuple(addresses), private=private)

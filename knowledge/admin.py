@@ -26,13 +26,12 @@ from knowledge.services import (
     knowledge_base_delete,
     knowledge_base_reingest,
 )
+from knowledge.vectorstore import backend_name
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
 
 
 def vector_backend_label() -> str:
     """The active vector backend, as the admin shows it."""
-    from knowledge.vectorstore import backend_name
-
     name = backend_name()
     if name == "pgvector":
         return str(_("pgvector (HNSW index, cosine distance)"))

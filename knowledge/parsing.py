@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from core.bounded import TooDeep
 from core.conf import setting
 
 
@@ -290,8 +292,7 @@ class PDFParser(Parser):
             raise ParseError(_("The file is not a PDF (it lacks the PDF header). Check the file and upload it again."))
 
     def parse(self, data: bytes) -> list[Section]:
-        import logging
-
+        # pypdf takes ~0.2 s to import: only a process that reads a PDF needs it
         from pypdf import PdfReader
         from pypdf.errors import PdfReadError, PyPdfError
 
@@ -343,6 +344,7 @@ class DocxParser(Parser):
                              "KNOWLEDGE_MAX_UNPACKED_BYTES")  # fmt: skip
 
     def parse(self, data: bytes) -> list[Section]:
+        # python-docx takes ~0.2 s to import: only a process that reads a Word file needs it
         import docx
         from docx.table import Table
         from docx.text.paragraph import Paragraph
@@ -486,7 +488,12 @@ class JSONParser(Parser):
             raise ParseError(_("The file is not a JSON file (it contains binary data)."))
 
     def parse(self, data: bytes) -> list[Section]:
-        text = decode_text(data)
+        try:
+            return self._sections(decode_text(data))
+        except RecursionError:  # json's reader and writer recurse once per level (core.bounded)
+            raise ParseError(str(TooDeep())) from None
+
+    def _sections(self, text: str) -> list[Section]:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:

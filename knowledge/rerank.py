@@ -25,7 +25,7 @@ import numpy as np
 from core.conf import setting
 from knowledge.embedders import EmbedderError, embed_threads, local_embedder
 from knowledge.models import Chunk, EmbedderKind, KnowledgeBase
-from knowledge.retrieval import Ranking, SearchHit, fuse_zscore, query_vector
+from knowledge.ranking import Ranking, SearchHit, fuse_zscore, query_vector
 
 logger = logging.getLogger(__name__)
 

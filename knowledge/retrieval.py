@@ -16,155 +16,37 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from django.db import connections, router
 
 from core.cache import LRUCache
+from knowledge import rerank as second_look
 from knowledge import vectorstore
 from knowledge.embedders import Embedder, EmbedderError, embedder_for
-from knowledge.keyword import BM25Index, CollectionStats, latin_share
-
-if TYPE_CHECKING:
-    from knowledge.models import KnowledgeBase
+from knowledge.keyword import BM25Index, CollectionStats
+from knowledge.models import Chunk, KnowledgeBase
+from knowledge.ranking import (
+    CANDIDATES,
+    DEFAULT_FUSION,
+    FUSIONS,
+    Ranking,
+    SearchHit,
+    clear_query_vectors,
+    query_vector,
+    vector_weight,
+)
 
 logger = logging.getLogger(__name__)
 
 MODES = ("hybrid", "vector", "keyword")
-# How many candidates each retriever contributes (and over how many its scores are standardised).
-CANDIDATES = 100
 # The vector retriever's own list in a hybrid search is shorter (standardised over CANDIDATES all the same, the
 # rest at its lowest score): an HNSW scan for 100 neighbours of the multilingual model's tightly packed vectors took
 # ~40 ms at 100,000 chunks against ~13 ms for 10, and on the dev split (cmrc2018 trial) 50 ranks within 0.001 of
 # 100 (docs/knowledge-retrieval.md).
 VECTOR_CANDIDATES = 50
-RRF_K = 60
-
-
-@dataclass
-class SearchHit:
-    chunk_id: int
-    document_id: int
-    document_name: str
-    position: int
-    text: str
-    score: float
-    scores: dict[str, float] = field(default_factory=dict)  # per retriever: "vector", "keyword" (and ranks)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    knowledge_base_id: int = 0
-    knowledge_base_name: str = ""
-
-
-@dataclass
-class Ranking:
-    """One retriever's answer: candidates best first, and its score for any chunk it can score."""
-
-    name: str  # "keyword" or "vector"
-    weight: float
-    ids: list[int]
-    scores: list[float]
-    # The retriever's score for chunks outside its own list (filled for the other retrievers' candidates).
-    extra: dict[int, float] = field(default_factory=dict)
-    # The score of a chunk the retriever does not match at all (BM25: 0; vectors: its lowest candidate).
-    floor: float = 0.0
-
-    def score_of(self, chunk_id: int) -> float:
-        for candidate, score in zip(self.ids, self.scores, strict=True):
-            if candidate == chunk_id:
-                return score
-        return self.extra.get(chunk_id, self.floor)
-
-
-# --- fusion ------------------------------------------------------------------------------------------------------
-
-
-def fuse_zscore(
-    rankings: Sequence[Ranking], depth: int = CANDIDATES, *, signed: bool = False, by_confidence: bool = True
-) -> dict[int, float]:
-    """Weighted CombSUM of z-scores: each retriever's score minus the mean of its top `depth` candidates, over
-    their standard deviation, times its weight. Scale-free, so cosine similarities and BM25 scores mix.
-
-    Two refinements, each measured on the dev sets (docs/knowledge-retrieval.md, "Two refinements"):
-    - below its own average a retriever has no evidence, not evidence against: a z-score under 0 counts as 0, so
-      a chunk the model found is not pushed down because it shares no word with the query (`signed` keeps the
-      negative part);
-    - `by_confidence`: each retriever's weight is scaled by how far its best candidate stands above the others (its
-      top z-score), relative to the other retrievers': one that found something specific counts for more than one
-      whose list is flat."""
-    fused: dict[int, float] = {}
-    candidates = {chunk_id for ranking in rankings for chunk_id in ranking.ids}
-    standardised: list[tuple[Ranking, float, float]] = []
-    for ranking in rankings:
-        if ranking.weight <= 0 or not ranking.ids:
-            continue
-        top = np.asarray(ranking.scores[:depth], dtype=np.float64)
-        if len(top) < depth:  # a BM25 list shorter than depth: the rest of the corpus scores the floor
-            top = np.concatenate([top, np.full(depth - len(top), ranking.floor)])
-        mean, spread = float(top.mean()), float(top.std())
-        if spread > 1e-9:
-            standardised.append((ranking, mean, spread))
-    confidence = [max((ranking.scores[0] - mean) / spread, 1e-6) for ranking, mean, spread in standardised]
-    average = sum(confidence) / len(confidence) if confidence else 1.0
-    for (ranking, mean, spread), sure in zip(standardised, confidence, strict=True):
-        weight = ranking.weight * (sure / average if by_confidence else 1.0)
-        own = dict(zip(ranking.ids, ranking.scores, strict=True))
-        for chunk_id in candidates:
-            z = (own.get(chunk_id, ranking.extra.get(chunk_id, ranking.floor)) - mean) / spread
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + weight * (z if signed else max(z, 0.0))
-    if not standardised:  # every retriever flat: keep the first list's order
-        for ranking in rankings:
-            for rank, chunk_id in enumerate(ranking.ids):
-                fused.setdefault(chunk_id, -float(rank))
-    return fused
-
-
-def fuse_minmax(rankings: Sequence[Ranking], depth: int = CANDIDATES) -> dict[int, float]:
-    """Weighted convex combination of min-max normalised scores (each retriever's top `depth` mapped to 0..1)."""
-    fused: dict[int, float] = {}
-    candidates = {chunk_id for ranking in rankings for chunk_id in ranking.ids}
-    for ranking in rankings:
-        if ranking.weight <= 0 or not ranking.ids:
-            continue
-        top = ranking.scores[:depth]
-        low = min(top) if len(top) >= depth else min(min(top), ranking.floor)
-        high = max(top)
-        if high - low <= 1e-9:
-            continue
-        own = dict(zip(ranking.ids, ranking.scores, strict=True))
-        for chunk_id in candidates:
-            score = own.get(chunk_id, ranking.extra.get(chunk_id, ranking.floor))
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + ranking.weight * max(0.0, score - low) / (high - low)
-    return fused
-
-
-def fuse_rrf(rankings: Sequence[Ranking], k: int = RRF_K) -> dict[int, float]:
-    """Reciprocal rank fusion, weighted: sum of weight / (k + rank)."""
-    fused: dict[int, float] = {}
-    for ranking in rankings:
-        if ranking.weight <= 0:
-            continue
-        for rank, chunk_id in enumerate(ranking.ids, start=1):
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + ranking.weight / (k + rank)
-    return fused
-
-
-FUSIONS: dict[str, Callable[[Sequence[Ranking]], dict[int, float]]] = {
-    "zscore": fuse_zscore,
-    # The z-score fusion before its two refinements (negative evidence kept, fixed weights), for comparison.
-    "zscore_signed": lambda rankings: fuse_zscore(rankings, signed=True, by_confidence=False),
-    "minmax": fuse_minmax,
-    "rrf": fuse_rrf,
-    "rrf_plain": lambda rankings: fuse_rrf([Ranking(r.name, 1.0, r.ids, r.scores) for r in rankings]),
-}
-DEFAULT_FUSION = "zscore"
-
-
-def vector_weight(embedder: Embedder, query: str) -> float:
-    """How far the embedder can read the query: the English-only model reads only its Latin part."""
-    return latin_share(query) if embedder.english_only else 1.0
-
 
 # --- the retrievers ----------------------------------------------------------------------------------------------
 
@@ -188,8 +70,6 @@ class KeywordState:
 
 
 def _database_key() -> tuple[str, str]:
-    from knowledge.models import Chunk
-
     alias = router.db_for_read(Chunk)
     return alias, str(connections[alias].settings_dict.get("NAME"))
 
@@ -214,8 +94,6 @@ def keyword_segments(knowledge_base: KnowledgeBase) -> tuple[BM25Index, ...]:
 
 
 def _chunk_terms(knowledge_base_id: int, **filters: Any) -> tuple[list[int], list[str]]:
-    from knowledge.models import Chunk
-
     rows = Chunk.objects.filter(knowledge_base_id=knowledge_base_id, **filters).order_by("id")
     ids, terms = [], []
     for chunk_id, chunk_terms in rows.values_list("id", "terms").iterator(chunk_size=FETCH_BATCH):
@@ -235,8 +113,6 @@ def _segment_of(knowledge_base_id: int, chunk_ids: np.ndarray) -> BM25Index:
 
 
 def _refreshed(knowledge_base: KnowledgeBase, state: KeywordState | None) -> KeywordState:
-    from knowledge.models import Chunk
-
     if state is None:
         segment = BM25Index(*_chunk_terms(knowledge_base.pk))
         return KeywordState(knowledge_base.revision, (segment,), np.sort(segment.ids))
@@ -268,34 +144,15 @@ def _merged(knowledge_base_id: int, segments: list[BM25Index]) -> list[BM25Index
     return [largest, _segment_of(knowledge_base_id, rest)]
 
 
-_query_vectors = LRUCache(256)
-
-
-def query_vector(embedder: Embedder, query: str) -> np.ndarray:
-    """The embedding of a query (the last few hundred are kept: a page re-run, several knowledge bases)."""
-    key = (embedder.kind, getattr(getattr(embedder, "provider", None), "pk", None), embedder.model, query)
-    vector = _query_vectors.get(key)
-    if vector is None:
-        vector = _query_vectors.put(key, embedder.embed([query], query=True)[0])
-    return vector
-
-
-def clear_query_vectors() -> None:
-    """Forget the query embeddings (the bench times each query from scratch)."""
-    _query_vectors.clear()
-
-
 def clear_caches() -> None:
     """Drop every per-process search structure (tests)."""
     _keyword_states.clear()
-    _query_vectors.clear()
+    clear_query_vectors()
     vectorstore.clear_caches()
 
 
 def _current(knowledge_bases: Sequence[KnowledgeBase]) -> list[KnowledgeBase]:
     """The given knowledge bases as the active tenant scope sees them now (fresh revision; others' dropped)."""
-    from knowledge.models import KnowledgeBase
-
     wanted = [kb.pk for kb in knowledge_bases]
     found = {kb.pk: kb for kb in KnowledgeBase.objects.filter(pk__in=wanted)}
     return [found[pk] for pk in dict.fromkeys(wanted) if pk in found]
@@ -377,8 +234,6 @@ def _vector_rankings(
 
 
 def _hits(fused: dict[int, float], rankings: Sequence[Ranking], top_k: int) -> list[SearchHit]:
-    from knowledge.models import Chunk
-
     best = sorted(fused, key=lambda chunk_id: -fused[chunk_id])[:top_k]
     rows = {
         row["id"]: row
@@ -441,8 +296,6 @@ def search_many(
     if not knowledge_bases:
         return []
     if rerank and mode == "hybrid":
-        from knowledge import rerank as second_look
-
         hits = search_many(knowledge_bases, query, top_k=max(top_k, second_look.DEPTH), fusion=fusion)
         if second_look.needs_rerank(knowledge_bases):
             return second_look.rerank(query, hits, top_k=top_k)
@@ -501,74 +354,3 @@ class Collection:
     @property
     def size(self) -> int:
         return sum(len(segment) for segment in self.segments)
-
-
-def rank_collection(
-    collection: Collection,
-    query: str,
-    *,
-    embedder: Embedder | None,
-    top_k: int,
-    query_vec: np.ndarray | None = None,
-    allowed: Callable[[np.ndarray], np.ndarray] | None = None,
-    fusion: str = DEFAULT_FUSION,
-) -> list[tuple[int, float]]:
-    """The best `top_k` (id, fused score) of `collection` for `query`: BM25 and cosine candidates fused as
-    search_many fuses them (same weights by language, same z-score fusion). `allowed(ids) -> bool mask` keeps
-    only some rows (turns still in the window, superseded events...)."""
-    query = (query or "").strip()
-    if not query or top_k <= 0 or collection.size == 0:
-        return []
-    depth = max(CANDIDATES, top_k)
-    stats = CollectionStats.of(collection.segments, query)
-    keyword: list[tuple[float, int]] = []
-    all_scores = []
-    for segment in collection.segments:
-        scores = segment.scores(query, stats)
-        mask = scores > 0
-        if allowed is not None and len(segment.ids):
-            mask &= allowed(segment.ids)
-        rows = np.flatnonzero(mask)
-        if len(rows) > depth:
-            rows = rows[np.argpartition(-scores[rows], depth - 1)[:depth]]
-        keyword.extend(zip(scores[rows].tolist(), segment.ids[rows].tolist(), strict=True))
-        all_scores.append(scores)
-    keyword.sort(key=lambda pair: -pair[0])
-    rankings = [Ranking("keyword", 1.0, [i for _, i in keyword[:depth]], [s for s, _ in keyword[:depth]])]
-    vector_scores = None
-    weight = vector_weight(embedder, query) if embedder is not None else 0.0
-    if weight > 0 and len(collection.vector_ids):
-        if query_vec is None:
-            try:
-                query_vec = query_vector(embedder, query)
-            except EmbedderError:
-                logger.warning("query embedding failed, keyword ranking only", exc_info=True)
-        if query_vec is not None:
-            vector_scores = collection.matrix @ np.asarray(query_vec, dtype=np.float32)
-            rows = np.arange(len(collection.vector_ids))
-            if allowed is not None:
-                rows = np.flatnonzero(allowed(collection.vector_ids))
-            if len(rows) > depth:
-                rows = rows[np.argpartition(-vector_scores[rows], depth - 1)[:depth]]
-            rows = rows[np.argsort(-vector_scores[rows], kind="stable")]
-            ids = collection.vector_ids[rows].tolist()
-            scores = vector_scores[rows].tolist()
-            rankings.append(Ranking("vector", weight, ids, scores, floor=scores[-1] if scores else 0.0))
-    rankings = [ranking for ranking in rankings if ranking.ids]
-    if not rankings:
-        return []
-    if len(rankings) == 1:
-        fused = dict(zip(rankings[0].ids, rankings[0].scores, strict=True))
-    else:
-        keyword_ranking, vector_ranking = rankings
-        candidates = set(keyword_ranking.ids) | set(vector_ranking.ids)
-        for segment, scores in zip(collection.segments, all_scores, strict=True):
-            rows = np.flatnonzero(np.isin(segment.ids, list(candidates - set(keyword_ranking.ids))))
-            keyword_ranking.extra.update(zip(segment.ids[rows].tolist(), scores[rows].tolist(), strict=True))
-        rows = np.flatnonzero(np.isin(collection.vector_ids, list(candidates - set(vector_ranking.ids))))
-        vector_ranking.extra.update(
-            zip(collection.vector_ids[rows].tolist(), vector_scores[rows].tolist(), strict=True)  # type: ignore[index]
-        )
-        fused = FUSIONS[fusion](rankings)
-    best = sorted(fused, key=lambda item_id: -fused[item_id])[:top_k]
-    return [(int(item_id), float(fused[item_id])) for item_id in best]

@@ -9,6 +9,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from core.conf import setting
+from knowledge.embedders import local_embedder
 from knowledge.models import LOCAL_KINDS, Document, DocumentStatus, KnowledgeBase
 
 
@@ -94,8 +95,6 @@ def outdated_documents(*, knowledge_base: KnowledgeBase) -> QuerySet[Document]:
     """Ready documents of a knowledge base on the local model whose vectors come from another version of it
     (stored before an upgrade changed the model): vector search skips their chunks until they are ingested
     again. Provider knowledge bases re-ingest when their model setting changes, so none is outdated."""
-    from knowledge.embedders import local_embedder
-
     if knowledge_base.embedder not in LOCAL_KINDS:
         return Document.objects.none()
     return Document.objects.filter(knowledge_base=knowledge_base, status=DocumentStatus.READY).exclude(

@@ -11,19 +11,22 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import transaction
+from django.db import close_old_connections, transaction
 from django.db.models import F
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.conf import setting
+from knowledge import tasks
 from knowledge.models import Document, DocumentStatus, IngestStage, KnowledgeBase
 from knowledge.parsing import ParseError, file_type_for, max_upload_bytes
+from knowledge.selectors import outdated_documents
 from knowledge.vectorstore import uses_pgvector
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
@@ -77,8 +80,6 @@ def knowledge_base_update(*, knowledge_base: KnowledgeBase, **fields: Any) -> in
 def knowledge_base_reingest(*, knowledge_base: KnowledgeBase, only_outdated: bool = False) -> int:
     """Queue every document of the knowledge base for ingestion again (or only those embedded with an older
     version of the local model: `selectors.outdated_documents`); returns how many."""
-    from knowledge.selectors import outdated_documents
-
     if only_outdated:
         documents = list(outdated_documents(knowledge_base=knowledge_base))
     else:
@@ -92,15 +93,13 @@ def knowledge_base_reingest(*, knowledge_base: KnowledgeBase, only_outdated: boo
 def knowledge_base_delete(*, knowledge_base: KnowledgeBase) -> None:
     """Delete a knowledge base, its documents and chunks; the stored files and its own vector indexes go once the
     deletion commits."""
-    from knowledge.tasks import drop_vector_indexes
-
     names = list(Document.objects.filter(knowledge_base=knowledge_base).values_list("file", flat=True))
     knowledge_base_id = knowledge_base.pk
     knowledge_base.delete()
     transaction.on_commit(lambda: _delete_files(names))
     if uses_pgvector():
         # robust: the deletion stands if this fails (an empty leftover index costs nothing; `vector_indexes` drops it)
-        transaction.on_commit(lambda: drop_vector_indexes.delay(knowledge_base_id), robust=True)
+        transaction.on_commit(lambda: tasks.drop_vector_indexes.delay(knowledge_base_id), robust=True)
 
 
 def tenant_knowledge_delete(tenant: Tenant) -> None:
@@ -170,15 +169,11 @@ class _IngestLine:
         executor.submit(self._one, tenant_id)
 
     def _one(self, tenant_id: int) -> None:
-        from django.db import close_old_connections
-
-        from knowledge.tasks import ingest_queued
-
         with self.lock:
             document_id = self.waiting[tenant_id].popleft()
         taken: list[int] = []
         try:
-            taken = ingest_queued(tenant_id, document_id)[1]
+            taken = tasks.ingest_queued(tenant_id, document_id)[1]
         except Exception:
             logger.exception("background ingestion of document %s failed", document_id)
         finally:
@@ -206,15 +201,11 @@ def _ingest_in_background(tenant_id: int, document_id: int) -> None:
 def _queue_ingest(document: Document, queue: bool = True) -> None:
     if not queue:  # the caller ingests it itself (demo data, the benchmark)
         return
-    from celery import current_app
-
-    from knowledge.tasks import ingest_document
-
     tenant_id, document_id = document.tenant_id, document.pk
     if current_app.conf.task_always_eager and settings.KNOWLEDGE_INGEST_IN_THREAD:
         transaction.on_commit(lambda: _ingest_in_background(tenant_id, document_id))
     else:
-        transaction.on_commit(lambda: ingest_document.delay(tenant_id, document_id))
+        transaction.on_commit(lambda: tasks.ingest_document.delay(tenant_id, document_id))
 
 
 @transaction.atomic

@@ -23,6 +23,7 @@ from knowledge.embedders import EmbedderError
 from knowledge.forms import KnowledgeBaseForm, SearchForm, UploadForm
 from knowledge.models import Document, KnowledgeBase
 from knowledge.parsing import max_upload_bytes, supported_extensions
+from knowledge.retrieval import search
 from knowledge.selectors import (
     document_get,
     document_list,
@@ -290,8 +291,6 @@ def document_delete_view(request: HttpRequest, knowledge_base_id: int, document_
 @tenant_required
 @require_GET
 def knowledge_base_search(request: HttpRequest, knowledge_base_id: int) -> HttpResponse:
-    from knowledge.retrieval import search
-
     knowledge_base = _knowledge_base_or_404(knowledge_base_id)
     form = SearchForm(request.GET if "q" in request.GET else None)
     hits = None

@@ -20,10 +20,11 @@ PROVIDER_QUOTA_EXCEEDED = "provider_quota_exceeded"
 PROVIDER_ERROR = "provider_error"
 STREAM_DROPPED = "stream_dropped"
 CANCELLED = "cancelled"
-# Not the model's: the platform process writing the reply died (chat.turns.end_interrupted_turns).
+# Not the model's: the platform process writing the reply died (engine.turns.end_interrupted_turns).
 INTERRUPTED = "interrupted"
 BAD_REQUEST = "bad_request"
 PRIVATE_ADDRESS = "private_address"
+HOST_UNRESOLVED = "host_unresolved"
 
 # English msgids for gettext, and the Chinese text used while the compiled catalog lacks a translation, so the
 # Chinese UI never shows an English error because `compilemessages` has not run yet.
@@ -85,6 +86,13 @@ _MESSAGES: dict[str, tuple[str, str]] = {
             "requests. Ask the platform operator to allow it, or use the provider's public address."
         ),
         "模型服务商的基础 URL 是私有或回环地址，平台不会向其发送请求。请联系平台运营者放行，或改用它的公网地址。",
+    ),
+    HOST_UNRESOLVED: (
+        gettext_noop(
+            "The host name of the model provider's base URL does not resolve to an address. Check the base URL in "
+            "Admin › Models › Model providers."
+        ),
+        "模型服务商基础 URL 中的主机名无法解析为地址。请在“管理后台 › 模型 › 模型服务商”中检查基础 URL。",
     ),
     BAD_REQUEST: (
         gettext_noop("The model provider rejected the request. Check the model name and the provider settings."),

@@ -84,6 +84,7 @@ class FakeServer:
                 "method": method,
                 "path": path,
                 "authorization": headers.get("authorization", ""),
+                "host": headers.get("host", ""),
                 "body": payload,
                 "time": time.time(),
             }

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from core.conf import setting
-from core.netguard import url_is_private
+from core.netguard import UnresolvedHost, check_url
 from llm import tokens
 from llm.models import DEMO_LABEL, DEMO_MODEL, LLMCall, ModelProvider, ProviderKind, UsageSource
 from tenants.models import Tenant
@@ -117,13 +117,21 @@ def _clear_other_defaults(provider: ModelProvider) -> None:
 
 
 def base_url_refused(provider: ModelProvider) -> str | None:
-    """Why `provider`'s base URL may not be used, or None: a private, loopback or link-local address (where the
-    tenant's key and prompts would reach the platform's own network) unless the operator allowed it."""
+    """Why `provider`'s base URL may not be used, or None: a host name that does not resolve, or a private, loopback
+    or link-local address (where the tenant's key and prompts would reach the platform's own network), unless the
+    operator allowed private servers. Calls check again and connect to the address they checked (llm.transports)."""
     if provider.kind != ProviderKind.OPENAI or not provider.base_url:
         return None
     if provider.private_network_allowed or setting("LLM_ALLOW_PRIVATE_BASE_URLS"):
         return None
-    if url_is_private(provider.base_url):
+    try:
+        checked = check_url(provider.base_url)
+    except UnresolvedHost as exc:
+        return _(
+            "The host name %(host)s does not resolve to an address here; check the base URL for a typo. A name the "
+            "platform cannot check is not accepted."
+        ) % {"host": exc.host or provider.base_url}
+    if checked.private:
         return _(
             "This base URL is a private, loopback or link-local address; the platform does not send tenants' "
             "requests there. The platform operator can allow it for this provider."

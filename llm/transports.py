@@ -19,9 +19,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import httpx2
 import openai
 
-from core.netguard import url_is_private
+from core.netguard import Network, Resolver, UnresolvedHost, check_url
+from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, LLMError
 from llm.script import ErrorPlan, ScriptEngine
 
 # Ollama and vLLM accept any key; the SDK insists on one, so keyless providers send this placeholder.
@@ -96,8 +98,30 @@ class Transport:
         raise NotImplementedError
 
 
-# How long a base URL found public is trusted before its name is resolved again.
+# How long a base URL's checked address is used before its name is resolved and checked again.
 PUBLIC_RECHECK_SECONDS = 60.0
+# The openai SDK's own client's pool (its default client is replaced when connections are pinned). httpx2 is the
+# SDK's HTTP library.
+CONNECTION_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+
+
+class PinnedTransport(httpx2.AsyncHTTPTransport):
+    """Sends each request to the address its host was checked at (`pins`: host -> (address, when checked)), with the
+    Host header and the TLS server name still the host's, so a name that resolves elsewhere after the check (DNS
+    rebinding) cannot move the connection. A host without a pin (a redirect to another server) is not connected to."""
+
+    def __init__(self, pins: dict[str, tuple[str, float]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pins = pins
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        host = request.url.host
+        pin = self.pins.get(host)
+        if pin is None:
+            raise httpx2.ConnectError(f"{host} was not checked by the private-address guard", request=request)
+        request.url = request.url.copy_with(host=pin[0])  # the Host header was set from the name already
+        request.extensions = {**request.extensions, "sni_hostname": host}
+        return await super().handle_async_request(request)
 
 
 class OpenAICompatibleTransport(Transport):
@@ -110,10 +134,16 @@ class OpenAICompatibleTransport(Transport):
         weakref.WeakKeyDictionary()
     )
 
+    def __init__(self, *, resolver: Resolver | None = None, blocked: list[Network] | None = None) -> None:
+        # How base URLs' names are resolved and which networks are refused (core.netguard's unless given).
+        self.resolver, self.blocked = resolver, blocked
+        # Host -> (the address it was checked at, when): guarded connections go there and nowhere else.
+        self.pins: dict[str, tuple[str, float]] = {}
+
     def client(self, connection: Connection) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
         per_loop = self._clients.setdefault(loop, {})
-        key = (connection.base_url, connection.api_key, connection.timeout)
+        key = (connection.base_url, connection.api_key, connection.timeout, connection.private_allowed, id(self))
         client = per_loop.get(key)
         if client is None:
             client = openai.AsyncOpenAI(
@@ -121,26 +151,33 @@ class OpenAICompatibleTransport(Transport):
                 base_url=connection.base_url,
                 timeout=openai.Timeout(connection.timeout, connect=min(connection.timeout, 10.0)),
                 max_retries=0,  # the gateway retries itself, only before the first chunk (llm.client)
+                # A server the operator allowed is reached as its name says; any other at its checked address.
+                http_client=None
+                if connection.private_allowed
+                else openai.DefaultAsyncHttpxClient(transport=PinnedTransport(self.pins, limits=CONNECTION_LIMITS)),
             )
             per_loop[key] = client
         return client
 
-    _public: ClassVar[dict[str, float]] = {}  # base URL -> when it was last found public (monotonic seconds)
-
     async def check_address(self, connection: Connection) -> None:
-        """Refuse a base URL that resolves to a private or loopback address, unless the operator allowed it: checked
-        when the request is made as well as when the provider is saved (a name can be pointed elsewhere later).
-        A public answer is remembered for a minute."""
+        """Resolve the base URL's host and refuse it when it does not resolve or any address is private or loopback,
+        unless the operator allowed private servers; otherwise pin the host to the checked address, where the
+        client connects. Checked when the request is made as well as when the provider is saved (a name can be
+        pointed elsewhere later); a checked address is used for a minute before the name is checked again."""
         if connection.private_allowed:
             return
         now = time.monotonic()
-        if now - self._public.get(connection.base_url, -PUBLIC_RECHECK_SECONDS) < PUBLIC_RECHECK_SECONDS:
+        host = (httpx2.URL(connection.base_url).host or "").lower()
+        pin = self.pins.get(host)
+        if pin is not None and now - pin[1] < PUBLIC_RECHECK_SECONDS:
             return
-        if await asyncio.to_thread(url_is_private, connection.base_url):
-            from llm.errors import PRIVATE_ADDRESS, LLMError
-
+        try:
+            checked = await asyncio.to_thread(check_url, connection.base_url, self.blocked, self.resolver)
+        except UnresolvedHost:
+            raise LLMError(HOST_UNRESOLVED, detail=f"{connection.base_url}: the host does not resolve") from None
+        if checked.private:
             raise LLMError(PRIVATE_ADDRESS, detail=f"{connection.base_url} is a private address")
-        self._public[connection.base_url] = now
+        self.pins[host] = (checked.address, now)
 
     async def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[Chunk]:
         await self.check_address(connection)

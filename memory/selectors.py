@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Sum
 
-from memory.models import Conversation, Message, OverflowMetric
+from memory.models import Conversation, OverflowMetric
 from tenants.access import may_administer
 
 METRIC_FIELDS = ("triggers", "summaries_made", "summaries_failed", "summaries_retried", "tokens_saved")
@@ -32,8 +32,3 @@ def access_conversation(*, conversation_id: int, user: Any, membership: Any) -> 
     if not may_administer(user=user, membership=membership):
         conversations = conversations.filter(user_id=user.pk, parent__isnull=True, is_test=False)
     return conversations.get(pk=conversation_id)
-
-
-def conversation_messages(*, conversation: Conversation) -> list[Message]:
-    """Every stored message of a conversation, oldest first (the chat history, not the model's window)."""
-    return list(Message.objects.filter(conversation=conversation).order_by("id"))

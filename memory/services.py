@@ -1,4 +1,5 @@
-"""Writes of conversation memory: start a conversation, store messages, build the context of a turn.
+"""Writes of conversation memory: start a conversation, store messages, build the context of a turn, queue the
+work after a turn (memory.tasks; the summary itself is memory.summaries, the counters memory.counters).
 
 Memory sits below agents and never imports them: `conversation_create` is given what a conversation keeps (the
 version, the model, the overflow strategy), resolved by agents.services.conversation_start.
@@ -11,19 +12,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import async_to_sync
+from celery import current_app
 from django.db import IntegrityError, NotSupportedError, transaction
 from django.db.models import Case, F, Func, JSONField, Value, When
 from django.utils import timezone
-from django.utils.translation import gettext
 
-from llm import errors
-from llm.client import complete_chat
-from llm.errors import LLMError
-from llm.models import ModelProvider, Purpose
-from llm.selectors import default_provider
+from core.background import BackgroundLine
+from core.conf import setting
+from llm.models import ModelProvider
 from memory import overflow
-from memory.models import Conversation, ConversationContext, Message, MessageStatus, OverflowMetric, Role
+from memory.counters import overflow_metric_add
+from memory.models import Conversation, ConversationContext, Message, MessageStatus, Role
+from memory.stored import active_stored
+from memory.tasks import extract_turn_memory, summarize_conversation
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -257,88 +258,6 @@ def conversation_tool_context_set(*, conversation: Conversation, tool_context: d
     ConversationContext.objects.filter(conversation=conversation).update(tool_context=tool_context)
 
 
-def overflow_metric_add(
-    *, tenant_id: int, agent_id: int, triggers: int = 0, summaries_made: int = 0, summaries_failed: int = 0,
-    summaries_retried: int = 0, tokens_saved: int = 0,
-) -> None:  # fmt: skip
-    """Add to today's overflow counters of an agent (only the counters given)."""
-    counts = {
-        "triggers": triggers, "summaries_made": summaries_made, "summaries_failed": summaries_failed,
-        "summaries_retried": summaries_retried, "tokens_saved": tokens_saved,
-    }  # fmt: skip
-    counts = {name: n for name, n in counts.items() if n}
-    if counts:
-        daily_counts_add(OverflowMetric, tenant_id=tenant_id, agent_id=agent_id, **counts)
-
-
-def daily_counts_add(model: type[Any], *, tenant_id: int, agent_id: int, **counts: int) -> None:
-    """Add to today's counters of an agent in `model` (a per agent and day row; F() updates, so concurrent turns do
-    not lose counts)."""
-    day = timezone.localdate()
-    today = model.objects.filter(tenant_id=tenant_id, agent_id=agent_id, day=day)
-    # One UPDATE on the common path; the day's first event creates the row.
-    if today.update(**{name: F(name) + value for name, value in counts.items()}):
-        return
-    try:
-        with transaction.atomic():
-            model.objects.create(tenant_id=tenant_id, agent_id=agent_id, day=day, **counts)
-    except IntegrityError:  # another process created it first
-        today.update(**{name: F(name) + value for name, value in counts.items()})
-
-
-# Below this many active messages one query loads them all; above it, a first query of (role, tokens) lets the
-# strategy say which newest messages it can keep, and only those are loaded with their content.
-SMALL_CONTEXT = 400
-_STORED_FIELDS = ("pk", "role", "content", "tool_calls", "tool_call_id", "token_count")
-
-
-def _stored_from(conversation: Conversation, first_id: int, active: set[int]) -> list[overflow.StoredMessage]:
-    # A range on the primary key, not a huge IN list: active messages are (nearly) a suffix of the conversation.
-    rows = (
-        Message.objects.filter(conversation=conversation, pk__gte=first_id).order_by("pk").values_list(*_STORED_FIELDS)
-    )
-    return [
-        overflow.StoredMessage(
-            id=pk,
-            role=role,
-            content=content,
-            tool_calls=tool_calls,
-            tool_call_id=tool_call_id or None,
-            token_count=tokens,
-        )
-        for pk, role, content, tool_calls, tool_call_id, tokens in rows
-        if pk in active
-    ]
-
-
-def _active_stored(
-    ids: Sequence[int],
-    conversation: Conversation,
-    *,
-    strategy: overflow.OverflowStrategy | None = None,
-    config: overflow.OverflowConfig | None = None,
-    fixed_tokens: int = 0,
-) -> tuple[list[overflow.StoredMessage], int]:
-    """The active messages the strategy may keep, oldest first, and the tokens of those it cannot (not loaded)."""
-    if not ids:
-        return [], 0
-    active = set(ids)
-    if strategy is None or len(ids) <= SMALL_CONTEXT:
-        return _stored_from(conversation, min(ids), active), 0
-    # Sorted here rather than by the database: over most of a conversation PostgreSQL scans and sorts, slower.
-    meta = sorted(
-        row
-        for row in Message.objects.filter(conversation=conversation, pk__gte=min(ids))
-        .order_by()
-        .values_list("pk", "role", "token_count")
-        if row[0] in active
-    )
-    start = strategy.first_needed([(role, tokens) for _, role, tokens in meta], config, fixed_tokens=fixed_tokens)
-    if start >= len(meta):
-        return [], sum(tokens for _, _, tokens in meta)
-    return _stored_from(conversation, meta[start][0], active), sum(tokens for _, _, tokens in meta[:start])
-
-
 def _summary_may_queue(context: ConversationContext) -> bool:
     """No summary is pending, or the pending one is so old that its worker must have died."""
     stale = context.summary_queued_at is None or context.summary_queued_at < timezone.now() - SUMMARY_PENDING_TIMEOUT
@@ -359,9 +278,6 @@ def context_build(
     Drops what the strategy dropped, records the metrics when it acted, and queues the summary task on commit
     when messages are marked for summary and no summary is already pending.
     """
-    # Imported here: tasks imports this module.
-    from memory.tasks import summarize_conversation
-
     model = model or conversation.model or "gpt-4"
     # Read without a lock: most turns change nothing, and a row lock costs a WAL flush at commit on PostgreSQL.
     if context is None or context.conversation_id != conversation.pk:
@@ -369,7 +285,7 @@ def context_build(
     config = overflow.OverflowConfig.from_dict(context.strategy_config)
     fixed = overflow.fixed_tokens(system_prompt=system_prompt, summary=context.summary, recalled=recalled, model=model)
     strategy = overflow.get_strategy(config.strategy)
-    messages, unloaded_tokens = _active_stored(
+    messages, unloaded_tokens = active_stored(
         context.active_messages, conversation, strategy=strategy, config=config, fixed_tokens=fixed
     )
     window = strategy.select(messages, config, fixed_tokens=fixed)
@@ -414,63 +330,23 @@ def context_build(
     return BuiltContext(messages=request, window=window)
 
 
-def _summary_model(conversation: Conversation) -> tuple[ModelProvider, str]:
-    provider = conversation.provider or default_provider(tenant=conversation.tenant)
-    if provider is None:
-        raise LLMError(
-            errors.BAD_REQUEST,
-            gettext(
-                "This tenant has no model provider to write summaries: add one in Admin › Models › Model providers."
-            ),
-        )
-    return provider, conversation.model or provider.default_chat_model
+# The embedded default has no worker: extraction runs on one background thread of this process, after the reply is
+# stored, as a Celery worker would run it.
+extract_line = BackgroundLine("memory-extract", threads=1)
 
 
-def conversation_summarize(*, conversation: Conversation, message_ids: Sequence[int]) -> bool:
-    """Merge the still-active `message_ids` into the summary and take them out of the context (seed 4, 5.1).
-
-    Returns False when there was nothing left to do (a duplicate task). Raises LLMError when the model fails;
-    the model is called outside any lock or transaction.
-    """
-    context = ConversationContext.objects.get(conversation=conversation)
-    wanted = [pk for pk in message_ids if pk in set(context.active_messages)]
-    if not wanted:
-        return False
-    previous = context.summary
-    messages, _unloaded = _active_stored(wanted, conversation)
-    provider, model = _summary_model(conversation)
-    result = async_to_sync(complete_chat)(
-        tenant=conversation.tenant,
-        provider=provider,
-        model=model,
-        messages=overflow.summary_prompt(previous_summary=previous, messages=messages),
-        purpose=Purpose.SUMMARY,
-        agent_id=conversation.agent_id,
-        conversation_id=conversation.pk,
-        temperature=0.2,
-    )
-    text = result.text.strip()
-    if not text:
-        raise LLMError(errors.PROVIDER_ERROR, detail="the model answered the summary request with no text")
-    with transaction.atomic():
-        context = ConversationContext.objects.select_for_update().get(pk=context.pk)
-        still = set(context.active_messages)
-        if context.summary != previous or not all(pk in still for pk in wanted):
-            return False  # another task summarised meanwhile; its summary stands
-        done = set(wanted)
-        context.summary = text
-        context.active_messages = [pk for pk in context.active_messages if pk not in done]
-        context.summarized_through = max(wanted)
-        context.summary_pending = False
-        context.save(
-            update_fields=["summary", "active_messages", "summarized_through", "summary_pending", "updated_at"]
-        )
-        overflow_metric_add(tenant_id=conversation.tenant_id, agent_id=conversation.agent_id, summaries_made=1)
-    return True
-
-
-def conversation_summary_failed(*, conversation: Conversation) -> None:
-    """The summary could not be written: count it and let the next turn queue another (the window still applies)."""
-    with transaction.atomic():
-        ConversationContext.objects.filter(conversation=conversation).update(summary_pending=False)
-        overflow_metric_add(tenant_id=conversation.tenant_id, agent_id=conversation.agent_id, summaries_failed=1)
+def after_turn(
+    *,
+    conversation: Conversation,
+    user_message_id: int,
+    reply_message_id: int | None,
+    mode: str,
+    answer: str | None = None,
+) -> None:
+    """Queue the memory work of a finished turn (on commit): index the turn, extract its events by `mode` (for
+    `combined`, from the model's whole `answer`)."""
+    args = (conversation.tenant_id, conversation.pk, user_message_id, reply_message_id, mode, answer)
+    if current_app.conf.task_always_eager and setting("MEMORY_EXTRACT_IN_THREAD"):
+        transaction.on_commit(lambda: extract_line.submit(extract_turn_memory, *args))
+    else:
+        transaction.on_commit(lambda: extract_turn_memory.delay(*args))

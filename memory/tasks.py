@@ -7,8 +7,10 @@ import logging
 from celery import shared_task
 
 from llm.errors import LLMError
+from memory.counters import overflow_metric_add
+from memory.longterm.extraction import sleep_everyone, turn_memory_extract
 from memory.models import Conversation
-from memory.services import conversation_summarize, conversation_summary_failed, overflow_metric_add
+from memory.summaries import conversation_summarize, conversation_summary_failed
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
@@ -70,8 +72,6 @@ def extract_turn_memory(
 ) -> str:
     """After a turn: index it (M7) and extract its events (M5) by `mode` ("model", "rules", or "combined" with the
     model's whole JSON `answer`). Never raises for a model failure: the extraction is skipped and counted."""
-    from memory.longterm.extraction import turn_memory_extract
-
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
         return "gone"
@@ -89,6 +89,4 @@ def extract_turn_memory(
 def sleep_all(sample: int | None = None) -> int:
     """Seed 3's S() for every memory key of every tenant (Celery beat runs it; the admin shows the schedule).
     Returns how many memory keys slept."""
-    from memory.longterm.extraction import sleep_everyone
-
     return sleep_everyone(sample=sample)

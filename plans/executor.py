@@ -16,18 +16,25 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from agents import frames
+from agents.config import agent_config
+from agents.models import Agent
 from agents.runtime import TurnContext, TurnResult, TurnStatus, run_turn
+from agents.services import conversation_start
 from core.conf import setting
 from core.db import database_sync_to_async
 from llm import errors
 from llm.client import complete_chat
 from llm.errors import LLMError
-from memory.models import Conversation, Message
+from llm.selectors import model_for_tier
+from memory.models import Conversation, ConversationContext, Message
+from memory.services import conversation_tool_context_set, message_add
 from plans import services
 from plans.models import LogKind, Plan, PlanStatus, PlanStep, StepRecord, StepStatus
+from plans.tasks import ask_timeout_schedule, ask_timeout_seconds
 
 MAX_OUTPUT_CHARS = 4000
 
@@ -70,12 +77,12 @@ class _StepSink:
         self.seq = seq
         self.plan = plan
 
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
         if isinstance(frame, frames.Done):
             await self._log(LogKind.MODEL_CALL, {"role": "step", "usage": frame.usage})
-            return frame.as_dict()
+            return frames.Logged(None, frame)
         if isinstance(frame, frames.Step | frames.Error):
-            return frame.as_dict()
+            return frames.Logged(None, frame)
         if isinstance(frame, frames.Tool) and frame.status != frames.ToolStatus.STARTED:
             await self._log(LogKind.TOOL_CALL, {"name": frame.name, "call_id": frame.call_id, "status": frame.status,
                                                 "arguments": frame.arguments, "result": frame.result})  # fmt: skip
@@ -87,10 +94,6 @@ class _StepSink:
 
 
 def _child_conversation(parent: Conversation, agent_name: str) -> Conversation:
-    from agents.config import agent_config
-    from agents.models import Agent
-    from agents.services import conversation_start
-
     agent = Agent.objects.get(tenant_id=parent.tenant_id, name=agent_name, active=True)
     title = f"plan:{parent.pk}"
     child = Conversation.objects.filter(agent=agent, user_id=parent.user_id, parent=parent).first()
@@ -105,7 +108,6 @@ def _child_conversation(parent: Conversation, agent_name: str) -> Conversation:
     child = conversation_start(agent=agent, user=parent.user, title=title, parent=parent)
     if not agent_config(agent=agent, version=child.version, provider=child.provider).model_is_own:
         # Step agents that name no model of their own run on the tenant's execution tier (seed 3).
-        from llm.selectors import model_for_tier
 
         choice = model_for_tier(tenant=parent.tenant, tier="execution", provider=child.provider)
         if choice is not None and choice.model:
@@ -139,8 +141,6 @@ def _dependency_context(plan: Plan, step: PlanStep) -> dict[str, Any]:
 
 
 def _prepare(plan: Plan, step: PlanStep) -> tuple[Conversation, Message]:
-    from memory.services import conversation_tool_context_set, message_add
-
     services.step_update(step=step, status=StepStatus.IN_PROGRESS)
     child = _child_conversation(plan.conversation, step.agentName)
     inherited = _dependency_context(plan, step)
@@ -161,8 +161,6 @@ def _result(step: PlanStep, text: str, status: str, context: dict[str, Any]) -> 
 
 
 def _tool_context(child: Conversation) -> dict[str, Any]:
-    from memory.models import ConversationContext
-
     value = ConversationContext.objects.filter(conversation=child).values_list("tool_context", flat=True).first()
     return value if isinstance(value, dict) else {}
 
@@ -170,9 +168,6 @@ def _tool_context(child: Conversation) -> dict[str, Any]:
 def _report_file(step: PlanStep, child: Conversation, context: dict[str, Any]) -> dict[str, Any]:
     """A report a step's tool wrote (context "report_markdown"/"title") stored as a StepRecord file: the result
     gets {recordId, url, title} (a link on the step card) and its context keeps the record id, not the text."""
-    from django.urls import reverse
-
-    from memory.services import conversation_tool_context_set
 
     title = str(context.get("title") or _("Report"))
     record = StepRecord.objects.create(
@@ -293,8 +288,6 @@ async def _execute(plan_id: int, turn: TurnContext) -> PlanOutcome:
 
 
 def _interrupt(plan: Plan) -> None:
-    from plans.tasks import ask_timeout_schedule, ask_timeout_seconds
-
     services.plan_set_status(plan=plan, status=PlanStatus.INTERRUPTED)
     mode = ask_timeout_schedule(plan_id=plan.pk, interrupted_at=plan.updated_at.isoformat())
     services.plan_log(plan=plan, kind=LogKind.STATE, data={"event": "ask_timeout", "where": mode,
@@ -302,8 +295,6 @@ def _interrupt(plan: Plan) -> None:
 
 
 def _finalizer_setup(plan_id: int) -> tuple[Plan, Any, str, list[dict[str, Any]]]:
-    from llm.selectors import model_for_tier
-
     plan = Plan.objects.select_related("conversation__tenant", "conversation__provider").get(pk=plan_id)
     choice = model_for_tier(tenant=plan.conversation.tenant, tier="planning", provider=plan.conversation.provider)
     return plan, choice, plan.userQuery, [step.as_dict() for step in plan.steps.order_by("seqNo")]

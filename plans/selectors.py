@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import QuerySet
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
@@ -15,6 +17,7 @@ from django.utils.translation import pgettext
 from memory.links import conversation_page
 from memory.models import Conversation
 from plans.models import LogKind, Plan, PlanLog, PlanStatus, PlanStep, StepRecord, StepStatus
+from tenants.access import may_administer
 
 
 def record_for_tenant(*, tenant: Any, record_id: uuid.UUID, user_id: int | None = None) -> StepRecord | None:
@@ -26,9 +29,27 @@ def record_for_tenant(*, tenant: Any, record_id: uuid.UUID, user_id: int | None 
     return records.first()
 
 
-def plan_for_tenant(*, tenant: Any, plan_id: uuid.UUID) -> Plan | None:
-    """The tenant's plan with this planId, or None (another tenant's plan is never found)."""
-    return Plan.objects.filter(tenant=tenant, planId=plan_id).select_related("conversation").first()
+def plans_readable(
+    *, user: Any, membership: Any, tenant: Any, agent_ids: Iterable[int] | None = None
+) -> QuerySet[Plan]:
+    """The tenant's plans `user` may read, newest first: the plans of their own conversations, every plan for the
+    tenant's administrators (tenants.access.may_administer). `agent_ids` (an API key limited to some agents)
+    keeps the plans of those agents' conversations. Another tenant's plans are never among them."""
+    plans = Plan.objects.filter(tenant=tenant).select_related("conversation").order_by("-created_at")
+    if not may_administer(user=user, membership=membership):
+        plans = plans.filter(conversation__user_id=user.pk)
+    if agent_ids:
+        plans = plans.filter(conversation__agent__in=agent_ids)
+    return plans
+
+
+def access_plan(
+    *, user: Any, membership: Any, tenant: Any, plan_id: uuid.UUID, agent_ids: Iterable[int] | None = None
+) -> Plan:
+    """The plan `plan_id` if `user` may read it (`plans_readable`'s rule), with its conversation loaded; else
+    Plan.DoesNotExist: another tenant's id, another member's plan. The one rule for the plan pages and the API
+    (as memory.selectors.access_conversation is for conversations); the log is for administrators on top of it."""
+    return plans_readable(user=user, membership=membership, tenant=tenant, agent_ids=agent_ids).get(planId=plan_id)
 
 
 def status_label(value: Any) -> str:

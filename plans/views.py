@@ -11,7 +11,8 @@ from django.views.decorators.http import require_GET
 
 from core.markdown import render_markdown
 from memory.links import conversation_page
-from plans.selectors import plan_for_tenant, plan_log_entries, plan_step_rows, record_for_tenant
+from plans.models import Plan
+from plans.selectors import access_plan, plan_log_entries, plan_step_rows, record_for_tenant
 from tenants.decorators import may_administer, tenant_required
 
 
@@ -41,9 +42,12 @@ def plan_log(request: HttpRequest, plan_id: uuid.UUID) -> HttpResponse:
     conversation), then every log row with a one-line summary and its data as JSON; ?step=N shows one step's rows."""
     if not may_administer(request):
         raise PermissionDenied("Only the tenant's owners and admins read plan logs.")
-    plan = plan_for_tenant(tenant=request.tenant, plan_id=plan_id)
-    if plan is None:
-        raise Http404("No such plan.")
+    try:
+        plan = access_plan(
+            user=request.user, membership=getattr(request, "membership", None), tenant=request.tenant, plan_id=plan_id
+        )
+    except Plan.DoesNotExist:
+        raise Http404("No such plan.") from None
     raw = request.GET.get("step", "")
     step = int(raw) if raw.lstrip("-").isdigit() else None
     context = {

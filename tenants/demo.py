@@ -24,10 +24,6 @@ def register_demo_seeder(seeder: DemoSeeder, *, pack: str = "") -> None:
         _seeders.append((seeder, pack))
 
 
-def demo_seeders() -> list[DemoSeeder]:
-    return [seeder for seeder, _pack in _seeders]
-
-
 def run_demo_seeders(tenants: Sequence[Tenant], write: Callable[[str], None], *, pack: str | None = None) -> None:
     """Run every seeder (or only those of the pack `pack`); a pack's seeder gets the tenants that have the pack."""
     for seeder, seeds_for in _seeders:

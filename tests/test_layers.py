@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -24,15 +25,37 @@ def _toml(value) -> str:
     return '"' + str(value) + '"'
 
 
+def _module(root: Path, dotted: str) -> Path:
+    """The file of module `dotted` under `root` (packages created on the way); a root package is its __init__."""
+    *packages, last = dotted.split(".")
+    directory = root
+    for package in packages:
+        directory = directory / package
+        directory.mkdir(exist_ok=True)
+        (directory / "__init__.py").touch()
+    if not packages:
+        (root / last).mkdir(exist_ok=True)
+        return root / last / "__init__.py"
+    return directory / f"{last}.py"
+
+
+def _named_modules(contract: dict) -> list[str]:
+    """The modules a contract names, so that the empty tree has them all."""
+    names = [*contract.get("source_modules", []), *contract.get("forbidden_modules", [])]
+    for container in contract.get("containers", []):
+        names += [f"{container}.{part.strip()}" for layer in contract["layers"] for part in re.split(r"[|:]", layer)]
+    return names
+
+
 def _tree_with(tmp_path: Path, imports: dict[str, str]) -> Path:
-    """Empty packages named like the project's apps, `imports` = {"plans": "chat"} making plans import chat, and the
-    project's contract copied beside them."""
+    """Empty packages named like the project's apps (and the modules the contracts name), `imports` = {"plans":
+    "chat"} making plans import chat, and the project's contracts copied beside them."""
     config = _contract()
-    for package in config["root_packages"]:
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
+    for name in [*config["root_packages"], *(n for contract in config["contracts"] for n in _named_modules(contract))]:
+        _module(tmp_path, name).touch()
     for importer, imported in imports.items():
-        (tmp_path / importer / "probe.py").write_text(f"import {imported}\n")
+        path = _module(tmp_path, importer)
+        (path.parent / "probe.py" if path.name == "__init__.py" else path).write_text(f"import {imported}\n")
     lines = ["[tool.importlinter]"]
     lines += [f"{key} = {_toml(value)}" for key, value in config.items() if key != "contracts"]
     for contract in config["contracts"]:
@@ -69,3 +92,32 @@ def test_knowledge_never_imports_memory_which_stands_on_it(tmp_path):
 def test_a_downward_import_is_allowed(tmp_path):
     result = _lint(_tree_with(tmp_path, {"chat": "plans", "agents": "memory", "llm": "tenants", "tenants": "core"}))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_runtime_imports_no_runner_and_no_code_outside_a_pack_imports_one(tmp_path):
+    result = _lint(_tree_with(tmp_path, {"agents.runtime": "agents.toolloop", "plans": "agents.packs"}))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "agents.runtime is not allowed to import agents.toolloop" in result.stdout
+    assert "plans is not allowed to import agents.packs" in result.stdout
+    (tmp_path / "down").mkdir()
+    allowed = {"agents.toolloop": "agents.runtime", "agents.packs": "agents.frames"}
+    assert _lint(_tree_with(tmp_path / "down", allowed)).returncode == 0
+
+
+def test_long_term_memory_never_reaches_up_to_services_or_tasks(tmp_path):
+    for n, imported in enumerate(("memory.services", "memory.tasks")):
+        tree = tmp_path / str(n)
+        tree.mkdir()
+        result = _lint(_tree_with(tree, {"memory.longterm": imported}))
+        assert result.returncode == 1 and f"memory.longterm -> {imported}" in result.stdout, result.stdout
+    (tmp_path / "down").mkdir()
+    down = {"memory.services": "memory.longterm", "memory.tasks": "memory.longterm"}
+    assert _lint(_tree_with(tmp_path / "down", down)).returncode == 0
+
+
+def test_the_model_files_never_import_the_embedders_registry_back(tmp_path):
+    result = _lint(_tree_with(tmp_path, {"knowledge.minilm_onnx": "knowledge.embedders"}))
+    assert result.returncode == 1 and "knowledge.minilm_onnx -> knowledge.embedders" in result.stdout, result.stdout
+    (tmp_path / "down").mkdir()
+    down = {"knowledge.retrieval": "knowledge.embedders", "knowledge.embedders": "knowledge.minilm_onnx"}
+    assert _lint(_tree_with(tmp_path / "down", down)).returncode == 0

@@ -11,7 +11,7 @@ from llm.client import flush_records
 class Collector(CollectingSink):
     """The collecting sink, refusing anything but a typed frame, with the tests' shorthands."""
 
-    async def emit(self, frame: frames.Frame) -> dict:
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
         assert isinstance(frame, frames.Frame), f"a runner emitted {frame!r} instead of a typed frame"
         return await super().emit(frame)
 

@@ -9,16 +9,16 @@ loses both: a run then stays as it was until it is stopped (its page says so).
 
 from __future__ import annotations
 
-import logging
-import threading
-
 from celery import current_app
 
+from agents.asktimer import AskTimer
 from core.background import BackgroundLine
 
-logger = logging.getLogger(__name__)
-
 LINE_THREADS = 2
+# The run's Celery tasks (agents.goal.tasks), by name as a broker knows them: the tasks run the loop and the services
+# that queue them, so this module, below both, does not import them.
+RUN_TASK = "agents.goal.run_goal"
+ASK_TIMEOUT_TASK = "agents.goal.ask_timeout"
 
 
 def eager() -> bool:
@@ -29,15 +29,13 @@ def eager() -> bool:
 # task's iterations, so one long run never holds back another.
 goal_line = BackgroundLine("goal-run", threads=LINE_THREADS)
 
-# Eager mode: run id -> the timer of its open question (cancelled when the user answers).
-_timers: dict[int, threading.Timer] = {}
-_timers_lock = threading.Lock()
+# A question's timeout: run id -> its pending timer in eager mode (cancelled when the user answers).
+ask_timer = AskTimer(task_name=ASK_TIMEOUT_TASK, label="goal run")
 
 
 def queue_run(*, tenant_id: int, run_id: int) -> str:
     """Queue one task's iterations of a run; returns where: "celery" or "thread"."""
-    from agents.goal.tasks import run_goal
-
+    run_goal = current_app.tasks[RUN_TASK]
     if eager():
         goal_line.submit(run_goal, tenant_id, run_id)
         return "thread"
@@ -47,44 +45,10 @@ def queue_run(*, tenant_id: int, run_id: int) -> str:
 
 def schedule_ask_timeout(*, tenant_id: int, run_id: int, asked_at: str, seconds: float) -> str:
     """After `seconds`, answer the run's open question (asked at `asked_at`) with "not replied", unless the user
-    answered first; returns where the wait runs: "celery" or "thread"."""
-    if not eager():
-        from agents.goal.tasks import goal_ask_timeout
-
-        goal_ask_timeout.apply_async(args=[tenant_id, run_id, asked_at], countdown=max(seconds, 0.0))
-        return "celery"
-    timer = threading.Timer(max(seconds, 0.0), _fire, args=(tenant_id, run_id, asked_at))
-    timer.daemon = True
-    with _timers_lock:
-        previous = _timers.pop(run_id, None)
-        _timers[run_id] = timer
-    if previous is not None:
-        previous.cancel()
-    timer.start()
-    return "thread"
+    answered first; returns where the wait runs: "celery" or "process"."""
+    return ask_timer.schedule(run_id, args=(tenant_id, run_id, asked_at), seconds=seconds)
 
 
 def cancel_ask_timeout(*, run_id: int) -> bool:
     """Forget the timer of a question the user answered (eager mode); True if there was one."""
-    with _timers_lock:
-        timer = _timers.pop(run_id, None)
-    if timer is None:
-        return False
-    timer.cancel()
-    return True
-
-
-def _fire(tenant_id: int, run_id: int, asked_at: str) -> None:
-    from django.db import connections
-
-    from agents.goal.tasks import goal_ask_timeout
-
-    with _timers_lock:
-        if _timers.get(run_id) is threading.current_thread():
-            del _timers[run_id]
-    try:
-        goal_ask_timeout(tenant_id, run_id, asked_at)
-    except Exception:  # a timer thread has no caller to tell: log it
-        logger.exception("the question timeout of goal run %s failed", run_id)
-    finally:
-        connections.close_all()  # this thread's connections: the thread ends here
+    return ask_timer.cancel(run_id)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +36,7 @@ from agents.goal import dispatch
 from agents.goal.models import GoalLimit, GoalRun, GoalRunStatus, GoalStep, GoalStepKind
 from agents.goal.tools import ASK_USER, FINISH, SLEEP, ExecutionModel, goal_tools
 from agents.tools import Tool, ToolCallContext
-from agents.tools.invoke import ToolOutcome, invoke_tool
+from agents.tools.invoke import ToolOutcome, invoke_tool, refused, tool_message, tool_round, with_call_ids
 from core.db import database_sync_to_async
 from llm.client import ToolCall, complete_chat
 from llm.errors import LLMError
@@ -52,7 +51,8 @@ Clock = Callable[[], dt.datetime]
 SEED_PROMPT = "人生有梦、各自精彩，活下去、找到你的价值、实现你的目标"
 # Added after a reply without tool calls: the loop goes on.
 CONTINUE = "继续。/ Continue: take the next step towards the goal with your tools, or call finish(result)."
-ONE_QUESTION = "Error: one question at a time: ask again once this one is answered."
+# A second question in one reply is refused ("Error: " and this, as the model reads a failed call).
+ONE_QUESTION = "one question at a time: ask again once this one is answered."
 # The newest messages sent with each call (a long run remembers the rest with memory_remember and sleep).
 HISTORY_MESSAGES = 60
 SUMMARY_CHARS = 500
@@ -280,8 +280,7 @@ class GoalLoop:
                            duration_ms=_ms(started))  # fmt: skip
             iteration.failure = exc.message
             return iteration
-        calls = [call if call.id else ToolCall(f"call_{uuid.uuid4().hex[:20]}", call.name, call.arguments, call.index)
-                 for call in reply.tool_calls]  # fmt: skip
+        calls = with_call_ids(reply.tool_calls)
         said = reply.text.strip()
         iteration.step(
             GoalStepKind.MODEL,
@@ -294,32 +293,33 @@ class GoalLoop:
         if not calls:
             iteration.messages += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": CONTINUE}]
             return iteration
-        iteration.messages.append(
-            {"role": "assistant", "content": reply.text or None, "tool_calls": [c.as_message_part() for c in calls]}
-        )
         # Every call in order but the question, which comes last and leaves its result open (unless the run ended).
         asks = [call for call in calls if call.name == ASK_USER]
-        for call in calls:
-            if call.name == ASK_USER and call is not asks[0]:
-                iteration.messages.append({"role": "tool", "tool_call_id": call.id, "content": ONE_QUESTION})
-                continue
+
+        async def run_one(call: ToolCall) -> ToolOutcome | None:
             if call.name == ASK_USER:
-                continue
+                return None if call is asks[0] else refused(call.name, ONE_QUESTION)
             outcome = await self._run(iteration, call)
-            iteration.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
             if call.name == FINISH and outcome.ok and iteration.finish is None:
                 iteration.finish = outcome.context["finish"]
+            return outcome
+
+        iteration.messages += (await tool_round(reply.text, calls, run_one, concurrently=False)).messages
         if asks:
-            ask = asks[0]
-            if iteration.finish is not None:
-                iteration.messages.append({"role": "tool", "tool_call_id": ask.id, "content": "Error: finished."})
-            else:
-                outcome = await self._run(iteration, ask, kind=GoalStepKind.ASK)
-                if outcome.ok and outcome.ask_user:
-                    iteration.ask = (outcome.ask_user, ask.id, float(outcome.context["timeout"]))
-                else:
-                    iteration.messages.append({"role": "tool", "tool_call_id": ask.id, "content": outcome.text})
+            await self._ask(iteration, asks[0])
         return iteration
+
+    async def _ask(self, iteration: Iteration, ask: ToolCall) -> None:
+        """The run's question: the run waits for the user, or the call is answered at once (the run finished, or
+        the question was refused)."""
+        if iteration.finish is not None:
+            iteration.messages.append(tool_message(ask.id, "Error: finished."))
+            return
+        outcome = await self._run(iteration, ask, kind=GoalStepKind.ASK)
+        if outcome.ok and outcome.ask_user:
+            iteration.ask = (outcome.ask_user, ask.id, float(outcome.context["timeout"]))
+        else:
+            iteration.messages.append(tool_message(ask.id, outcome.text))
 
     async def _run(self, iteration: Iteration, call: ToolCall, *, kind: str = GoalStepKind.TOOL) -> ToolOutcome:
         started = time.perf_counter()

@@ -21,6 +21,7 @@ from core.db import database_sync_to_async
 from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.models import LLMCall, ModelProvider, Purpose
+from memory.longterm.strength import Owner, sleep
 from tenants.scope import tenant_scope
 
 SLEEP = "sleep"
@@ -63,8 +64,6 @@ class SleepTool(Tool):
 
 
 def _sleep(call: ToolCallContext) -> ToolResult:
-    from memory.longterm.strength import Owner, sleep
-
     if call.user_id is None or call.agent_id is None:
         raise ToolError(_("Sleep needs a user and an agent: this call has neither."))
     owner = Owner(user_id=call.user_id, key=f"{call.agent_id}_{call.user_id}", agent_id=call.agent_id)

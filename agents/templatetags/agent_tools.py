@@ -7,6 +7,8 @@ from typing import Any
 
 from django import template
 
+from agents.tools import get_tool
+
 register = template.Library()
 
 
@@ -19,8 +21,6 @@ class ToolLine:
 
 @register.simple_tag
 def agent_tools(agent: Any) -> list[ToolLine]:
-    from agents.tools import get_tool
-
     lines = []
     for name in agent.tools or []:
         tool = get_tool(name)

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from django.utils.translation import gettext as _
 
+from agents.models import ToolHttpAllowedHost
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
 from core.conf import setting
@@ -46,8 +47,6 @@ def host_matches(host: str, pattern: str) -> bool:
 
 
 def _allowed_patterns(tenant: Tenant) -> list[str]:
-    from agents.models import ToolHttpAllowedHost
-
     with tenant_scope(tenant):
         return list(ToolHttpAllowedHost.objects.filter(tenant=tenant).values_list("host", flat=True))
 

@@ -4,21 +4,26 @@
 tool context under AGENT_TOOL_TIMEOUT, and turns every failure into a `ToolOutcome` whose text says what went
 wrong (the model reads it as the call's result and can repair). `merge_tool_context` is the one rule by which a
 tool's returned context joins the turn's: its keys replace the ones there (a tool that accumulates, such as an
-outbox, reads what is there from `call.context` and returns the whole list).
+outbox, reads what is there from `call.context` and returns the whole list). `tool_round` is one round of a
+model's tool calls, shared by the tool loop and the goal loop: run them, and the messages that answer them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext as _
 
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from core.conf import setting
+
+if TYPE_CHECKING:
+    from llm.client import ToolCall
 
 logger = logging.getLogger("agents.tools")
 
@@ -76,28 +81,73 @@ async def invoke_tool(
     """Run `tool` (None: not one the caller may use) with `arguments` (None or not an object: invalid, with
     `arguments_error` saying why when the caller parsed them). Never raises for the tool's failure."""
     if tool is None:
-        return _failed(name, _("tool %(name)s is not available to this agent.") % {"name": name})
+        return refused(name, _("tool %(name)s is not available to this agent.") % {"name": name})
     if not isinstance(arguments, dict):
         problem = arguments_error or _("The arguments of %(name)s must be a JSON object.") % {"name": name}
-        return _failed(name, _("invalid arguments for %(name)s: %(problems)s") % {"name": name, "problems": problem})
+        return refused(name, _("invalid arguments for %(name)s: %(problems)s") % {"name": name, "problems": problem})
     if problems := tool.validation_errors(arguments):
         message = _("invalid arguments for %(name)s: %(problems)s") % {"name": name, "problems": "; ".join(problems)}
-        return _failed(name, message, arguments)
+        return refused(name, message, arguments)
     timeout = tool_timeout()
     try:
         result = await asyncio.wait_for(tool.run(arguments, call), timeout)
     except ToolError as exc:
-        return _failed(name, str(exc), arguments)
+        return refused(name, str(exc), arguments)
     except TimeoutError:
         message = _("%(name)s did not answer within %(seconds)s seconds.") % {"name": name, "seconds": f"{timeout:g}"}
-        return _failed(name, message, arguments)
+        return refused(name, message, arguments)
     except Exception:
         logger.exception("tool %s failed conversation=%s", name, call.conversation_id)
-        return _failed(name, _("%(name)s failed.") % {"name": name}, arguments)
+        return refused(name, _("%(name)s failed.") % {"name": name}, arguments)
     if not isinstance(result, ToolResult):
         result = ToolResult(content=result)
     return ToolOutcome(name, OutcomeStatus.COMPLETED, result.content_text(), arguments, result)
 
 
-def _failed(name: str, error: str, arguments: dict[str, Any] | None = None) -> ToolOutcome:
+def refused(name: str, error: str, arguments: dict[str, Any] | None = None) -> ToolOutcome:
+    """A call that fails with `error` (the model reads "Error: " and it) without running the tool."""
     return ToolOutcome(name, OutcomeStatus.FAILED, f"Error: {error}", arguments or {}, error=error)
+
+
+def with_call_ids(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    """The model's calls, each with an id: some servers leave them out, and each result must name its call."""
+    return tuple(call if call.id else replace(call, id=f"call_{uuid.uuid4().hex[:20]}") for call in calls)
+
+
+def tool_message(call_id: str, text: str) -> dict[str, Any]:
+    """The message that gives the model a call's result."""
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+@dataclass(frozen=True)
+class ToolRound:
+    """One round of a model's tool calls: the calls answered, with their outcomes in the calls' order, and the
+    messages that record the round for the model (the assistant message with every call, then each answer)."""
+
+    answered: list[tuple[ToolCall, ToolOutcome]]
+    messages: list[dict[str, Any]]
+
+    @property
+    def outcomes(self) -> list[ToolOutcome]:
+        return [outcome for _call, outcome in self.answered]
+
+
+async def tool_round(
+    text: str,
+    calls: Sequence[ToolCall],
+    run_one: Callable[[ToolCall], Awaitable[ToolOutcome | None]],
+    *,
+    concurrently: bool,
+) -> ToolRound:
+    """Run a model's tool calls (`text` and `calls` are its reply) with `run_one`, all at once or one after the
+    other in order; a call for which `run_one` returns None is left unanswered (its result comes later)."""
+    if concurrently:
+        outcomes = list(await asyncio.gather(*(run_one(call) for call in calls)))
+    else:
+        outcomes = [await run_one(call) for call in calls]
+    answered = [(call, outcome) for call, outcome in zip(calls, outcomes, strict=True) if outcome is not None]
+    messages = [
+        {"role": "assistant", "content": text or None, "tool_calls": [call.as_message_part() for call in calls]},
+        *(tool_message(call.id, outcome.text) for call, outcome in answered),
+    ]
+    return ToolRound(answered=answered, messages=messages)

@@ -10,9 +10,14 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from agents.config import agent_config, conversation_config
+from agents.models import Agent
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
 from core.db import database_sync_to_async
+from knowledge.models import KnowledgeBase
+from knowledge.retrieval import search_many
+from memory.models import Conversation
 from tenants.scope import tenant_scope
 
 # `field` (seed 1): which part of the knowledge base to query. These names choose the retriever; any other name
@@ -30,8 +35,6 @@ MAX_TOP_K = 20
 
 
 def _knowledge_bases(call: ToolCallContext, name: str) -> list[Any]:
-    from knowledge.models import KnowledgeBase
-
     if name:
         knowledge_base = KnowledgeBase.objects.filter(name=name).first()
         if knowledge_base is None:
@@ -47,9 +50,6 @@ def _knowledge_bases(call: ToolCallContext, name: str) -> list[Any]:
 def _attached_ids(call: ToolCallContext) -> list[int]:
     """The knowledge bases of the calling agent's version (given by the turn), else of its conversation's version,
     else of the agent's draft."""
-    from agents.config import agent_config, conversation_config
-    from agents.models import Agent
-    from memory.models import Conversation
 
     if call.knowledge_base_ids is not None:
         return list(call.knowledge_base_ids)
@@ -69,8 +69,6 @@ def _record(hit: Any) -> dict[str, Any]:
 
 
 def _query(call: ToolCallContext, query: str, name: str, top_k: int, field: str) -> ToolResult:
-    from knowledge.retrieval import search_many
-
     mode = FIELD_MODES.get(field.strip().lower())
     with tenant_scope(call.tenant):
         knowledge_bases = _knowledge_bases(call, name)

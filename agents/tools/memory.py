@@ -13,16 +13,15 @@ from django.utils.translation import gettext as _
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
 from core.db import database_sync_to_async
+from memory.longterm.recall import owner_of
+from memory.longterm.strength import Owner, recall, remember
+from memory.models import Conversation
 from tenants.scope import tenant_scope
 
 MAX_MEMORY_CHARS = 4000
 
 
 def _owner(call: ToolCallContext) -> Any:
-    from memory.longterm.recall import owner_of
-    from memory.longterm.strength import Owner
-    from memory.models import Conversation
-
     conversation = Conversation.objects.filter(pk=call.conversation_id).first() if call.conversation_id else None
     if conversation is not None:
         return owner_of(conversation)
@@ -32,16 +31,12 @@ def _owner(call: ToolCallContext) -> Any:
 
 
 def _recall(call: ToolCallContext, query: str) -> ToolResult:
-    from memory.longterm.strength import recall
-
     with tenant_scope(call.tenant):
         result = recall(_owner(call), query)
     return ToolResult(content=[item.text for item in result.returned])
 
 
 def _remember(call: ToolCallContext, text: str) -> ToolResult:
-    from memory.longterm.strength import remember
-
     with tenant_scope(call.tenant):
         remember(_owner(call), text, conversation_id=call.conversation_id)
     return ToolResult(content="ok")

@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
 from core.db import database_sync_to_async
+from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.models import Purpose, Tier
 from llm.selectors import TierChoice, model_for_tier
@@ -60,8 +61,6 @@ class DeepThinkTool(Tool):
     }
 
     async def run(self, arguments: dict[str, Any], call: ToolCallContext) -> ToolResult:
-        from llm.client import complete_chat
-
         choice = await database_sync_to_async(_reasoning_model)(call.tenant)
         if choice is None:
             raise ToolError(_("No model is configured for deep reasoning; answer without it."))

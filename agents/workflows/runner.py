@@ -22,7 +22,12 @@ from agents.tools import ToolCallContext, ToolError, get_tool, tool_refusal
 from agents.tools.invoke import invoke_tool, merge_tool_context
 from agents.tools.registry import PythonFunctionTool
 from agents.workflows.interpolation import InterpolationError, as_text, interpolate
-from agents.workflows.schema import ASKING_TYPES, Step, Workflow
+from agents.workflows.schema import Step, Workflow
+from core.db import database_sync_to_async
+from llm import errors
+from llm.client import complete_chat
+from llm.errors import LLMError
+from llm.selectors import default_provider
 
 if TYPE_CHECKING:
     from llm.models import ModelProvider
@@ -174,6 +179,138 @@ def _assign(step: Step, value: Any) -> dict[str, Any]:
     return {step.outputs[0]: value, **{name: None for name in step.outputs[1:]}}
 
 
+@dataclass
+class _RunState:
+    """What every step of one run shares: the result being built, the variables and tool context known so far,
+    the turn's message and inputs, where a resumed run picks up, and what an llm step calls the model with."""
+
+    run: WorkflowRunResult
+    message: str
+    inputs: dict[str, Any]
+    resume: WorkflowPause | None
+    call: ToolCallContext
+    provider: ModelProvider | None
+    model: str | None
+    temperature: float | None
+    stop: asyncio.Event | None
+    on_step: StepHook | None
+
+    def answering(self, step: Step) -> bool:
+        """The message answers this step's question (the run resumes at it)."""
+        return self.resume is not None and step.id == self.resume.step
+
+
+async def _step_asking(step: Step, entry: dict[str, Any], state: _RunState) -> dict[str, Any]:
+    entry["inputs"] = {"message": state.message, **state.inputs}
+    return _asked_values(step, state.message, state.inputs, state.run.variables, answering=state.answering(step))
+
+
+async def _step_tool(step: Step, entry: dict[str, Any], state: _RunState) -> dict[str, Any]:
+    arguments = interpolate(step.inputs, state.run.variables)
+    entry["inputs"] = arguments
+    return _assign(step, await _call_tool(step, arguments, state.call))
+
+
+async def _step_llm(step: Step, entry: dict[str, Any], state: _RunState) -> dict[str, Any]:
+    prompt = as_text(interpolate(step.prompt, state.run.variables))
+    system = as_text(interpolate(step.system, state.run.variables)) if step.system else ""
+    entry["inputs"] = {"prompt": prompt, **({"system": system} if system else {})}
+    call = state.call
+    text = await _call_model(call.tenant, state.provider, state.model, state.temperature, prompt, system,
+                             call.agent_id, call.conversation_id, state.stop)  # fmt: skip
+    return _assign(step, text)
+
+
+async def _step_output(step: Step, entry: dict[str, Any], state: _RunState) -> dict[str, Any]:
+    values = interpolate(step.inputs, state.run.variables)
+    entry["inputs"] = values
+    state.run.result = next(iter(values.values())) if len(values) == 1 else values
+    state.run.text = result_text(state.run.result)
+    entry["outputs"] = {"result": state.run.result}
+    return {}
+
+
+# What each step type does; a handler fills its log entry's inputs and returns the variables the step produces.
+STEP_HANDLERS: dict[str, Callable[[Step, dict[str, Any], _RunState], Awaitable[dict[str, Any]]]] = {
+    "input": _step_asking,
+    "ask": _step_asking,
+    "plugin": _step_tool,
+    "llm": _step_llm,
+    "custom": _step_tool,
+    "output": _step_output,
+}
+
+
+def _asked(step: Step, entry: dict[str, Any], ask: StepAsks, state: _RunState) -> None:
+    """An asking step lacks variables: pause the run with its question, or fail once it has asked enough."""
+    resume = state.resume
+    asks = (resume.asks + 1) if resume is not None and state.answering(step) else 1
+    if asks > step.max_asks:
+        entry["error"] = ngettext(
+            "Missing input: %(names)s (asked once without an answer).",
+            "Missing input: %(names)s (asked %(count)s times without an answer).",
+            step.max_asks,
+        ) % {"names": ", ".join(ask.missing), "count": step.max_asks}
+        return
+    variables = state.run.variables
+    variables.update(ask.found)
+    entry["outputs"] = ask.found
+    entry["asked"] = ask.question
+    state.run.pause = WorkflowPause(step=step.id, question=ask.question, missing=ask.missing,
+                                    variables=dict(variables), context=dict(state.run.context), asks=asks)  # fmt: skip
+
+
+def _failed(entry: dict[str, Any], exc: Exception, run: WorkflowRunResult) -> None:
+    """A tool or the model failed: the entry records it (a cancelled model call stops the run)."""
+    if isinstance(exc, LLMError) and exc.code == errors.CANCELLED:
+        run.status = "stopped"
+        entry["error"] = str(exc.message)
+    elif isinstance(exc, LLMError):
+        entry["error"] = str(exc.message)
+    else:
+        entry["error"] = _("The step failed: %(error)s") % {"error": exc}
+
+
+async def _run_step(step: Step, state: _RunState) -> dict[str, Any]:
+    """Run one step through its handler; return its log entry (already in the run's log)."""
+    started = time.perf_counter()
+    entry: dict[str, Any] = {"step": step.id, "type": step.type, "inputs": {}, "outputs": {}, "error": ""}
+    if state.on_step is not None:
+        await state.on_step(step, "started", entry)
+    try:
+        produced = await STEP_HANDLERS[step.type](step, entry, state)
+        state.run.variables.update(produced)
+        if step.type != "output":
+            entry["outputs"] = produced
+    except StepAsks as ask:
+        _asked(step, entry, ask, state)
+    except (StepFailed, InterpolationError, ToolError) as exc:
+        entry["error"] = str(exc)
+    except Exception as exc:  # a tool or the model failed: the run records it and stops
+        _failed(entry, exc, state.run)
+    entry["ms"] = round((time.perf_counter() - started) * 1000, 1)
+    state.run.log.append(entry)
+    if state.on_step is not None:
+        phase = "failed" if entry["error"] else "interrupted" if state.run.pause else "completed"
+        await state.on_step(step, phase, entry)
+    return entry
+
+
+def _ends_run(step: Step, entry: dict[str, Any], run: WorkflowRunResult) -> bool:
+    """Whether the run ends after this step (stopped, failed or paused), with its status set."""
+    if run.status == "stopped":
+        return True
+    if entry["error"]:
+        run.status = "failed"
+        run.error = _("Step “%(step)s” failed: %(error)s") % {"step": step.id, "error": entry["error"]}
+        return True
+    if run.pause is not None:
+        run.status = "interrupted"
+        run.text = run.pause.question
+        return True
+    return False
+
+
 async def run_workflow(
     workflow: Workflow,
     *,
@@ -208,84 +345,16 @@ async def run_workflow(
         run.status = "failed"
         run.error = _("The workflow no longer has the step “%(step)s” that asked: start again.") % {"step": resume.step}
         return run
-    start = ids.index(resume.step) if resume else 0
     call = ToolCallContext(tenant=tenant, user_id=user_id, agent_id=agent_id, conversation_id=conversation_id,
                            context=context, knowledge_base_ids=knowledge_base_ids)  # fmt: skip
-    for step in workflow.steps[start:]:
+    state = _RunState(run=run, message=message, inputs=inputs or {}, resume=resume, call=call, provider=provider,
+                      model=model, temperature=temperature, stop=stop, on_step=on_step)  # fmt: skip
+    for step in workflow.steps[ids.index(resume.step) if resume else 0 :]:
         if stop is not None and stop.is_set():
             run.status = "stopped"
             break
-        answering = resume is not None and step.id == resume.step
-        started = time.perf_counter()
-        entry: dict[str, Any] = {"step": step.id, "type": step.type, "inputs": {}, "outputs": {}, "error": ""}
-        if on_step is not None:
-            await on_step(step, "started", entry)
-        try:
-            if step.type in ASKING_TYPES:
-                entry["inputs"] = {"message": message, **(inputs or {})}
-                produced = _asked_values(step, message, inputs or {}, variables, answering=answering)
-            elif step.type in ("plugin", "custom"):
-                arguments = interpolate(step.inputs, variables)
-                entry["inputs"] = arguments
-                produced = _assign(step, await _call_tool(step, arguments, call))
-            elif step.type == "llm":
-                prompt = as_text(interpolate(step.prompt, variables))
-                system = as_text(interpolate(step.system, variables)) if step.system else ""
-                entry["inputs"] = {"prompt": prompt, **({"system": system} if system else {})}
-                text = await _call_model(tenant, provider, model, temperature, prompt, system, agent_id,
-                                         conversation_id, stop)  # fmt: skip
-                produced = _assign(step, text)
-            else:  # output
-                values = interpolate(step.inputs, variables)
-                entry["inputs"] = values
-                run.result = next(iter(values.values())) if len(values) == 1 else values
-                run.text = result_text(run.result)
-                produced = {}
-                entry["outputs"] = {"result": run.result}
-            variables.update(produced)
-            if step.type != "output":
-                entry["outputs"] = produced
-        except StepAsks as ask:
-            asks = (resume.asks + 1) if answering and resume else 1
-            if asks > step.max_asks:
-                entry["error"] = ngettext(
-                    "Missing input: %(names)s (asked once without an answer).",
-                    "Missing input: %(names)s (asked %(count)s times without an answer).",
-                    step.max_asks,
-                ) % {"names": ", ".join(ask.missing), "count": step.max_asks}
-            else:
-                variables.update(ask.found)
-                entry["outputs"] = ask.found
-                entry["asked"] = ask.question
-                run.pause = WorkflowPause(step=step.id, question=ask.question, missing=ask.missing,
-                                          variables=dict(variables), context=dict(context), asks=asks)  # fmt: skip
-        except (StepFailed, InterpolationError, ToolError) as exc:
-            entry["error"] = str(exc)
-        except Exception as exc:  # a tool or the model failed: the run records it and stops
-            from llm import errors
-            from llm.errors import LLMError
-
-            if isinstance(exc, LLMError) and exc.code == errors.CANCELLED:
-                run.status = "stopped"
-                entry["error"] = str(exc.message)
-            elif isinstance(exc, LLMError):
-                entry["error"] = str(exc.message)
-            else:
-                entry["error"] = _("The step failed: %(error)s") % {"error": exc}
-        entry["ms"] = round((time.perf_counter() - started) * 1000, 1)
-        run.log.append(entry)
-        if on_step is not None:
-            phase = "failed" if entry["error"] else "interrupted" if run.pause else "completed"
-            await on_step(step, phase, entry)
-        if run.status == "stopped":
-            break
-        if entry["error"]:
-            run.status = "failed"
-            run.error = _("Step “%(step)s” failed: %(error)s") % {"step": step.id, "error": entry["error"]}
-            break
-        if run.pause is not None:
-            run.status = "interrupted"
-            run.text = run.pause.question
+        entry = await _run_step(step, state)
+        if _ends_run(step, entry, run):
             break
     return run
 
@@ -321,10 +390,6 @@ async def _call_model(
     conversation_id: int | None,
     stop: asyncio.Event | None = None,
 ) -> str:
-    from core.db import database_sync_to_async
-    from llm.client import complete_chat
-    from llm.selectors import default_provider
-
     if provider is None:
         provider = await database_sync_to_async(default_provider)(tenant=tenant)
     if provider is None:

@@ -16,6 +16,8 @@ import yaml
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from agents.tools import get_tool, tool_refusal
+from agents.tools.registry import PythonFunctionTool
 from core.bounded import TooDeep, check_yaml_depth
 
 if TYPE_CHECKING:
@@ -206,15 +208,8 @@ def _compose(text: str) -> tuple[yaml.Node | None, Any]:
     return node, data
 
 
-def parse_workflow(text: str, *, check_names: bool = True, tenant: Tenant | None = None) -> Workflow:
-    """Parse and validate a workflow document; raise WorkflowValidationError listing every problem.
-
-    With `check_names`, plugins must be registered tools and custom functions registered Python functions; with a
-    `tenant` too, tools it may use (a pack's only where the pack is enabled).
-    """
-    from agents.tools import get_tool, tool_refusal
-    from agents.tools.registry import PythonFunctionTool
-
+def _load(text: str) -> tuple[yaml.MappingNode, dict[str, Any]]:
+    """The document's root node and data; a document that is not YAML, too deep, or not a mapping raises."""
     try:
         check_yaml_depth(text)
         root, data = _compose(text)
@@ -234,140 +229,208 @@ def parse_workflow(text: str, *, check_names: bool = True, tenant: Tenant | None
         ) from None
     except yaml.YAMLError:
         raise WorkflowValidationError([WorkflowIssue(_("The YAML is malformed."))]) from None
-
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
         raise WorkflowValidationError(
             [WorkflowIssue(_("A workflow is a mapping with version, name, description and steps."), line=1)]
         )
-    errors: list[WorkflowIssue] = []
+    return root, data
+
+
+@dataclass
+class _Parse:
+    """What parsing a document carries from step to step: the problems found, the variables earlier steps
+    produce, the step ids seen, and how strictly names are checked."""
+
+    check_names: bool
+    tenant: Tenant | None
+    errors: list[WorkflowIssue] = field(default_factory=list)
+    produced: set[str] = field(default_factory=set)
+    seen_ids: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _StepReader:
+    """One step being read: its data, its node (for lines) and the step built from it; `issue` records a problem
+    named with the step, the field and the line."""
+
+    parse: _Parse
+    step: Step
+    data: dict[str, Any]
+    node: yaml.Node
+    label: str
+
+    @property
+    def inputs_field(self) -> str:
+        return "inputs" if "inputs" in self.data else "input"
+
+    @property
+    def outputs_field(self) -> str:
+        return "outputs" if "outputs" in self.data else "output"
+
+    def issue(self, message: str, field_name: str | None, node: yaml.Node | None = None) -> None:
+        line = _line(node) or _line(_child(self.node, field_name)[0] if field_name else None) or self.step.line
+        self.parse.errors.append(WorkflowIssue(message, step=self.label, field=field_name, line=line))
+
+    def check_references(self, value: Any, field_name: str, node: yaml.Node | None) -> None:
+        """Each variable `value` names must be produced by an earlier step."""
+        for name in references(value):
+            if name not in self.parse.produced:
+                self.issue(_("“{%(name)s}” is not produced by any earlier step.") % {"name": name}, field_name, node)
+
+    def mapping_inputs(self) -> None:
+        """The step's inputs: a mapping whose values may only name variables that earlier steps produce."""
+        raw_inputs = self.data.get(self.inputs_field)
+        if raw_inputs is not None and not isinstance(raw_inputs, dict):
+            self.issue(_("Inputs must be a mapping of names to values."), self.inputs_field)
+        else:
+            self.step.inputs = raw_inputs or {}
+        _key, inputs_node = _child(self.node, self.inputs_field)
+        for key_node, value_node in _pairs(inputs_node) if inputs_node is not None else []:
+            self.check_references(
+                self.step.inputs.get(key_node.value), f"{self.inputs_field}.{key_node.value}", value_node
+            )
+
+    def output_names(self) -> None:
+        """The variables the step produces (every step but the output step names at least one)."""
+        outputs_key, outputs_node = _child(self.node, self.outputs_field)
+        self.step.outputs = _output_names(outputs_node)
+        if not self.step.outputs:
+            self.issue(_("Name the variable this step produces (outputs: name: …)."), self.outputs_field, outputs_key)
+
+    def tool_name(self, field_name: str, *, functions_only: bool) -> str:
+        """A plugin's or custom function's name: required, registered (a Python function for a custom step) and,
+        with a tenant, one it may use."""
+        name = str(self.data.get(field_name) or "")
+        check = self.parse.check_names
+        if not name:
+            self.issue(_("This field is required."), field_name)
+        elif check and not functions_only and get_tool(name) is None:
+            self.issue(_("Unknown plugin “%(name)s”: no tool of that name is registered.") % {"name": name},
+                       field_name)  # fmt: skip
+        elif check and functions_only and not isinstance(get_tool(name), PythonFunctionTool):
+            self.issue(
+                _("Unknown function “%(name)s”: custom steps call registered Python functions only.") % {"name": name},
+                field_name,
+            )
+        elif check and self.parse.tenant is not None and (refusal := tool_refusal(name, tenant=self.parse.tenant)):
+            self.issue(refusal, field_name)
+        return name
+
+
+def _parse_input(reader: _StepReader) -> None:
+    raw_inputs = reader.data.get(reader.inputs_field)
+    reader.step.input_spec = raw_inputs if isinstance(raw_inputs, dict) else {}
+    reader.output_names()
+    _asking_fields(reader)
+
+
+def _parse_ask(reader: _StepReader) -> None:
+    # An ask step takes nothing but the user's answer (and the variables already known).
+    reader.output_names()
+    _asking_fields(reader)
+
+
+def _parse_plugin(reader: _StepReader) -> None:
+    reader.mapping_inputs()
+    reader.output_names()
+    reader.step.plugin = reader.tool_name("plugin", functions_only=False)
+
+
+def _parse_custom(reader: _StepReader) -> None:
+    reader.mapping_inputs()
+    reader.output_names()
+    reader.step.function = reader.tool_name("function", functions_only=True)
+
+
+def _parse_llm(reader: _StepReader) -> None:
+    reader.mapping_inputs()
+    reader.output_names()
+    step = reader.step
+    step.prompt = str(reader.data.get("prompt") or "")
+    step.system = str(reader.data.get("system") or "")
+    if not step.prompt:
+        reader.issue(_("This field is required."), "prompt")
+    for field_name in ("prompt", "system"):
+        reader.check_references(getattr(step, field_name), field_name, _child(reader.node, field_name)[1])
+
+
+def _parse_output(reader: _StepReader) -> None:
+    reader.mapping_inputs()
+    reader.step.output_spec = reader.data.get(reader.outputs_field)
+
+
+# Each step type's fields, read in the order their problems are listed: inputs, outputs, the type's own fields.
+STEP_PARSERS: dict[str, Callable[[_StepReader], None]] = {
+    "input": _parse_input,
+    "ask": _parse_ask,
+    "plugin": _parse_plugin,
+    "llm": _parse_llm,
+    "custom": _parse_custom,
+    "output": _parse_output,
+}
+
+
+def _parse_step(parse: _Parse, position: int, step_node: yaml.Node, step_data: Any) -> Step | None:
+    """One step of the list, or None when it is not a step at all (its problems are in `parse.errors`)."""
+    step_line = _line(step_node) or 1
+    if not isinstance(step_data, dict):
+        parse.errors.append(WorkflowIssue(_("A step must be a mapping."), step=f"#{position}", line=step_line))
+        return None
+    step_id = str(step_data.get("id") or "")
+    step = Step(id=step_id, type="", line=step_line, description=str(step_data.get("description") or ""))
+    reader = _StepReader(parse=parse, step=step, data=step_data, node=step_node, label=step_id or f"#{position}")
+    if not step_id:
+        reader.issue(_("This field is required."), "id")
+    elif step_id in parse.seen_ids:
+        reader.issue(_("Another step already has the id “%(id)s”: step ids must be unique.") % {"id": step_id}, "id")
+    parse.seen_ids.add(step_id)
+
+    step_type = step_data.get("type")
+    if not step_type:
+        reader.issue(_("This field is required."), "type")
+        return None
+    if step_type not in STEP_TYPES:  # a tuple: the value may be a list or a mapping
+        reader.issue(
+            _("Unknown step type “%(type)s”: use one of %(types)s.")
+            % {"type": step_type, "types": ", ".join(STEP_TYPES)},
+            "type",
+        )
+        return None
+    step.type = step_type
+    STEP_PARSERS[step_type](reader)
+    parse.produced.update(step.outputs)
+    return step
+
+
+def parse_workflow(text: str, *, check_names: bool = True, tenant: Tenant | None = None) -> Workflow:
+    """Parse and validate a workflow document; raise WorkflowValidationError listing every problem.
+
+    With `check_names`, plugins must be registered tools and custom functions registered Python functions; with a
+    `tenant` too, tools it may use (a pack's only where the pack is enabled).
+    """
+    root, data = _load(text)
+    parse = _Parse(check_names=check_names, tenant=tenant)
     for key in ("version", "name", "steps"):
         if data.get(key) in (None, "", []):
-            errors.append(WorkflowIssue(_("This field is required."), field=key, line=_line(_child(root, key)[0]) or 1))
+            parse.errors.append(
+                WorkflowIssue(_("This field is required."), field=key, line=_line(_child(root, key)[0]) or 1)
+            )
     steps_key, steps_node = _child(root, "steps")
     if steps_node is not None and not isinstance(steps_node, yaml.SequenceNode):
-        errors.append(WorkflowIssue(_("Steps must be a list of steps."), field="steps", line=_line(steps_node)))
+        parse.errors.append(WorkflowIssue(_("Steps must be a list of steps."), field="steps", line=_line(steps_node)))
         steps_node = None
 
     steps: list[Step] = []
-    produced: set[str] = set()
-    seen_ids: set[str] = set()
     for position, step_node in enumerate(steps_node.value if steps_node is not None else [], start=1):
-        step_data = data["steps"][position - 1]
-        step_line = _line(step_node) or 1
-        if not isinstance(step_data, dict):
-            errors.append(WorkflowIssue(_("A step must be a mapping."), step=f"#{position}", line=step_line))
-            continue
-        step_id = str(step_data.get("id") or "")
-        label = step_id or f"#{position}"
-
-        def issue(
-            message: str,
-            field_name: str | None,
-            node: yaml.Node | None = None,
-            *,
-            label: str = label,
-            step_node: yaml.Node = step_node,
-            step_line: int = step_line,
-        ) -> None:
-            line = _line(node) or _line(_child(step_node, field_name)[0] if field_name else None) or step_line
-            errors.append(WorkflowIssue(message, step=label, field=field_name, line=line))
-
-        if not step_id:
-            issue(_("This field is required."), "id")
-        elif step_id in seen_ids:
-            issue(_("Another step already has the id “%(id)s”: step ids must be unique.") % {"id": step_id}, "id")
-        seen_ids.add(step_id)
-
-        step_type = step_data.get("type")
-        if not step_type:
-            issue(_("This field is required."), "type")
-            continue
-        if step_type not in STEP_TYPES:
-            issue(
-                _("Unknown step type “%(type)s”: use one of %(types)s.")
-                % {"type": step_type, "types": ", ".join(STEP_TYPES)},
-                "type",
-            )
-            continue
-
-        inputs_field = "inputs" if "inputs" in step_data else "input"
-        outputs_field = "outputs" if "outputs" in step_data else "output"
-        _inputs_key, inputs_node = _child(step_node, inputs_field)
-        outputs_key, outputs_node = _child(step_node, outputs_field)
-        raw_inputs = step_data.get(inputs_field)
-        step = Step(id=step_id, type=step_type, line=step_line, description=str(step_data.get("description") or ""))
-
-        if step_type == "input":
-            step.input_spec = raw_inputs if isinstance(raw_inputs, dict) else {}
-        elif step_type == "ask":
-            pass  # an ask step takes nothing but the user's answer (and the variables already known)
-        else:
-            if raw_inputs is not None and not isinstance(raw_inputs, dict):
-                issue(_("Inputs must be a mapping of names to values."), inputs_field)
-            else:
-                step.inputs = raw_inputs or {}
-            # Each input value may only name variables that earlier steps produce.
-            for key_node, value_node in _pairs(inputs_node) if inputs_node is not None else []:
-                for name in references(step.inputs.get(key_node.value)):
-                    if name not in produced:
-                        issue(
-                            _("“{%(name)s}” is not produced by any earlier step.") % {"name": name},
-                            f"{inputs_field}.{key_node.value}",
-                            value_node,
-                        )
-
-        if step_type == "output":
-            step.output_spec = step_data.get(outputs_field)
-        else:
-            step.outputs = _output_names(outputs_node)
-            if not step.outputs:
-                issue(_("Name the variable this step produces (outputs: name: …)."), outputs_field, outputs_key)
-
-        if step_type in ASKING_TYPES:
-            _asking_fields(step, step_data, step_node, produced, issue)
-        if step_type == "plugin":
-            step.plugin = str(step_data.get("plugin") or "")
-            if not step.plugin:
-                issue(_("This field is required."), "plugin")
-            elif check_names and get_tool(step.plugin) is None:
-                issue(_("Unknown plugin “%(name)s”: no tool of that name is registered.") % {"name": step.plugin},
-                      "plugin")  # fmt: skip
-            elif check_names and tenant is not None and (refusal := tool_refusal(step.plugin, tenant=tenant)):
-                issue(refusal, "plugin")
-        elif step_type == "custom":
-            step.function = str(step_data.get("function") or "")
-            if not step.function:
-                issue(_("This field is required."), "function")
-            elif check_names and not isinstance(get_tool(step.function), PythonFunctionTool):
-                issue(
-                    _("Unknown function “%(name)s”: custom steps call registered Python functions only.")
-                    % {"name": step.function},
-                    "function",
-                )
-            elif check_names and tenant is not None and (refusal := tool_refusal(step.function, tenant=tenant)):
-                issue(refusal, "function")
-        elif step_type == "llm":
-            step.prompt = str(step_data.get("prompt") or "")
-            step.system = str(step_data.get("system") or "")
-            if not step.prompt:
-                issue(_("This field is required."), "prompt")
-            for field_name in ("prompt", "system"):
-                _key, value_node = _child(step_node, field_name)
-                for name in references(getattr(step, field_name)):
-                    if name not in produced:
-                        issue(
-                            _("“{%(name)s}” is not produced by any earlier step.") % {"name": name},
-                            field_name,
-                            value_node,
-                        )
-        produced.update(step.outputs)
-        steps.append(step)
+        step = _parse_step(parse, position, step_node, data["steps"][position - 1])
+        if step is not None:
+            steps.append(step)
 
     if steps_node is not None and steps and not any(step.type == "output" for step in steps):
-        errors.append(WorkflowIssue(_("Add an output step: it gives the workflow's result."), field="steps",
-                                    line=_line(steps_key)))  # fmt: skip
-    if errors:
-        raise WorkflowValidationError(errors)
+        parse.errors.append(WorkflowIssue(_("Add an output step: it gives the workflow's result."), field="steps",
+                                          line=_line(steps_key)))  # fmt: skip
+    if parse.errors:
+        raise WorkflowValidationError(parse.errors)
     return Workflow(
         version=str(data.get("version")),
         name=str(data.get("name")),
@@ -377,20 +440,17 @@ def parse_workflow(text: str, *, check_names: bool = True, tenant: Tenant | None
     )
 
 
-def _asking_fields(
-    step: Step, step_data: dict[str, Any], step_node: yaml.Node, produced: set[str], issue: Callable[..., None]
-) -> None:
+def _asking_fields(reader: _StepReader) -> None:
     """`question`, `extract` and `max_asks` of an input or ask step, each problem named with its field and line."""
-    _key, question_node = _child(step_node, "question")
+    step, step_data, issue = reader.step, reader.data, reader.issue
+    _key, question_node = _child(reader.node, "question")
     question = step_data.get("question")
     if question is not None and not isinstance(question, str):
         issue(_("The question must be text."), "question", question_node)
     step.question = question if isinstance(question, str) else ""
     if step.type == "ask" and not step.question.strip():
         issue(_("This field is required: the question put to the user when a variable is missing."), "question")
-    for name in references(step.question):
-        if name not in produced:
-            issue(_("“{%(name)s}” is not produced by any earlier step.") % {"name": name}, "question", question_node)
+    reader.check_references(step.question, "question", question_node)
 
     max_asks = step_data.get("max_asks", DEFAULT_MAX_ASKS)
     if isinstance(max_asks, bool) or not isinstance(max_asks, int) or max_asks < 1:
@@ -398,7 +458,7 @@ def _asking_fields(
     else:
         step.max_asks = max_asks
 
-    _key, extract_node = _child(step_node, "extract")
+    _key, extract_node = _child(reader.node, "extract")
     extract = step_data.get("extract")
     if extract is None:
         return

@@ -10,11 +10,12 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from agents.models import Agent, Workflow, WorkflowRun, WorkflowRunStatus
+from agents.workflows.runner import WorkflowPause, WorkflowRunResult, run_workflow
 from agents.workflows.schema import Workflow as WorkflowDocument
 from agents.workflows.schema import WorkflowIssue, WorkflowValidationError, parse_workflow
+from core.db import database_sync_to_async
 
 if TYPE_CHECKING:
-    from agents.workflows.runner import WorkflowRunResult
     from tenants.models import Tenant
 
 # A run paused by an input or ask step (its question and state in outputs["pause"]). WorkflowRunStatus has no
@@ -150,8 +151,6 @@ async def workflow_execute(
     stop...). A run that asks the user is stored "interrupted" with its pause (question, step, variables, tool
     context); `workflow_resume` goes on with it.
     """
-    from agents.workflows.runner import run_workflow
-    from core.db import database_sync_to_async
 
     started = time.perf_counter()
     document = parse_workflow(document_yaml or workflow.yaml)
@@ -203,8 +202,6 @@ async def workflow_resume(
     """Go on with a paused run from the step that asked, `message` being the user's answer; the steps before it
     are not run again. The same run row is updated (its log grows, the answers are kept in its inputs). `options`
     are run_workflow's."""
-    from agents.workflows.runner import WorkflowPause, run_workflow
-    from core.db import database_sync_to_async
 
     started = time.perf_counter()
     workflow = await database_sync_to_async(lambda: run.workflow)()

@@ -2,7 +2,8 @@
 
 - `store`: the per-process search collections (keyword segments and vectors) of one owner's rows.
 - `strength`: seed 3's remember / recall / sleep and the level rules.
-- `events`: the event graph of seed 2: extraction, validation, storage, retrieval along relations.
-- `recall`: what a turn gets before it runs (one rendered block in the one system message) and what is
-  indexed after it (the turn, the events).
+- `events`: the event graph of seed 2 (a package): extraction, validation, storage, retrieval along relations.
+- `recall`: what a turn gets before it runs (one rendered block in the one system message) and the turn's index.
+- `extraction`: the work after a turn (index, extract, store, count) that memory.tasks runs; memory.services
+  queues it. Nothing here imports memory.services or memory.tasks (an import-linter contract).
 """

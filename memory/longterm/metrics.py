@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from memory.counters import daily_counts_add
 from memory.models import MemoryMetric
-from memory.services import daily_counts_add
 from tenants.scope import current_tenant
 
 

@@ -4,8 +4,8 @@ Before: `recall_for_turn` gives the turn the events of the user's graph that mat
 relations, as a timeline), the vector memories seed 3's recall returns (with its level changes), and the
 conversation's own older turns that the window dropped or the summary absorbed (M7); all within
 MEMORY_RECALL_TOKENS, as lines of the one system message's "recalled" part.
-After: `after_turn` queues the extraction (memory.tasks.extract_turn_memory) once the reply is stored; the reply
-never waits for it.
+After: `turn_index` keeps the exchange for M7 (memory.longterm.extraction runs it; memory.services.after_turn
+queues that work once the reply is stored, and the reply never waits for it).
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from django.db import transaction
 
-from core.background import BackgroundLine
 from core.conf import setting
 from llm.tokens import count_text
 from memory.longterm import events as event_graph
@@ -137,32 +135,3 @@ def turn_index(conversation: Conversation, *, user_message: Any, reply: Any | No
         text=text,
         **store.search_fields(text),
     )
-
-
-# --- after the turn -----------------------------------------------------------------------------------------------
-
-
-# The embedded default has no worker: extraction runs on one background thread of this process, after the reply is
-# stored, as a Celery worker would run it.
-extract_line = BackgroundLine("memory-extract", threads=1)
-
-
-def after_turn(
-    *,
-    conversation: Conversation,
-    user_message_id: int,
-    reply_message_id: int | None,
-    mode: str,
-    answer: str | None = None,
-) -> None:
-    """Queue the memory work of a finished turn (on commit): index the turn, extract its events by `mode` (for
-    `combined`, from the model's whole `answer`)."""
-    from celery import current_app
-
-    from memory.tasks import extract_turn_memory
-
-    args = (conversation.tenant_id, conversation.pk, user_message_id, reply_message_id, mode, answer)
-    if current_app.conf.task_always_eager and setting("MEMORY_EXTRACT_IN_THREAD"):
-        transaction.on_commit(lambda: extract_line.submit(extract_turn_memory, *args))
-    else:
-        transaction.on_commit(lambda: extract_turn_memory.delay(*args))

@@ -6,7 +6,7 @@ reads the owner's row count and newest id: rows added since are read alone and b
 (the count does not add up) rebuilds the collection.
 
 Ranking is the knowledge bases' hybrid (BM25 and cosine candidates, each standardised over its own top
-CANDIDATES, summed by weight: knowledge.retrieval.fuse_zscore's formula), with three differences measured on
+CANDIDATES, summed by weight: knowledge.ranking.fuse_zscore's formula), with three differences measured on
 conversations (bench/memory_recall.py, LoCoMo) where each helped:
 - the rows are dialogue, full of questions, so the keyword query leaves out English question words, auxiliaries
   and pronouns ("what did you...": they match the questions in the memory rather than the answers);
@@ -39,8 +39,9 @@ from django.db.models import Count, Max, Model
 from core.cache import LRUCache
 from core.conf import setting
 from knowledge.embedders import Embedder, EmbedderError, local_embedder
-from knowledge.keyword import STOP_WORDS, BM25Index, CollectionStats, index_terms, terms_for
-from knowledge.retrieval import CANDIDATES, Collection, query_vector, vector_weight
+from knowledge.keyword import STOP_WORDS, BM25Index, CollectionStats, terms_for
+from knowledge.ranking import CANDIDATES, query_vector, vector_weight
+from knowledge.retrieval import Collection
 
 logger = logging.getLogger(__name__)
 
@@ -349,8 +350,3 @@ def scored(model: type[Model], query: str, *, allowed=None, **filters: Any) -> S
 
 def clear_caches() -> None:
     _collections.clear()
-
-
-def normalised_terms(text: str) -> set[str]:
-    """The index terms of a text (entity matching)."""
-    return set(index_terms(terms_for(text)))

@@ -31,7 +31,7 @@ from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.models import Purpose, Tier
 from llm.selectors import model_for_tier
-from memory.longterm import store
+from memory.longterm import metrics, store
 from memory.models import Dream, MemoryItem
 
 logger = logging.getLogger(__name__)
@@ -219,7 +219,5 @@ def sleep(
         logger.warning("dream of %s fragments failed: %s", len(fragments), exc)
         text = ""
     Dream.objects.create(user_id=owner.user_id, key=owner.key, text=text, fragments=list(fragments))
-    from memory.longterm.metrics import count
-
-    count(agent_id=owner.agent_id, dreams=1, forgotten=len(fragments))
+    metrics.count(agent_id=owner.agent_id, dreams=1, forgotten=len(fragments))
     return text

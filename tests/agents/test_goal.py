@@ -221,6 +221,35 @@ def test_an_unanswered_question_returns_not_replied_after_its_timeout_and_the_lo
     assert second["messages"][-1] == {"role": "tool", "tool_call_id": ask_id, "content": NO_REPLY}
 
 
+def test_one_question_at_a_time_and_it_comes_after_the_other_calls(tenant, start, scripted_llm, settings):
+    settings.GOAL_ASK_TIMEOUT_SECONDS = 60
+    asks = [call("ask_user", {"tip": "Green or black tea?"}), call("delete_everything"), call("ask_user", {"tip": "?"})]
+    scripted_llm.set_rules(m2({"tool_calls": asks}))
+    run = start()
+    assert advance(tenant, run) is False
+    waiting = fresh(tenant, run)
+    assert (waiting.status, waiting.question) == (GoalRunStatus.WAITING_FOR_USER, "Green or black tea?")
+    assistant, *results = waiting.messages[-3:]
+    ids = [part["id"] for part in assistant["tool_calls"]]
+    assert len(ids) == 3 and all(ids) and waiting.ask_call_id == ids[0]
+    assert [m["tool_call_id"] for m in results] == ids[1:]  # the question's result stays open
+    assert "not available" in results[0]["content"]
+    assert results[1]["content"] == "Error: one question at a time: ask again once this one is answered."
+    assert [s.kind for s in step_rows(tenant, run, iteration=1)][1:] == [GoalStepKind.TOOL, GoalStepKind.ASK]
+    with tenant_scope(tenant):
+        goal_run_stop(run=fresh(tenant, run))
+
+
+def test_a_question_after_finish_is_answered_finished(tenant, start, scripted_llm):
+    scripted_llm.set_rules(m2({"tool_calls": [call("ask_user", {"tip": "Tea?"}), call("finish", {"result": "ok"})]}))
+    run = start()
+    advance(tenant, run)
+    run = fresh(tenant, run)
+    assert (run.status, run.result) == (GoalRunStatus.FINISHED, "ok")
+    ask_id = run.messages[-3]["tool_calls"][0]["id"]
+    assert run.messages[-1] == {"role": "tool", "tool_call_id": ask_id, "content": "Error: finished."}
+
+
 def test_the_users_answer_on_the_page_resumes_the_loop(tenant, member, start, login, scripted_llm, settings):
     settings.GOAL_ASK_TIMEOUT_SECONDS = 60
     scripted_llm.set_rules(
@@ -236,7 +265,7 @@ def test_the_users_answer_on_the_page_resumes_the_loop(tenant, member, start, lo
     response = client.post(reverse("agents:goal_run_answer", args=[run.pk]), {"answer": "Black, please"})
 
     assert response.status_code == 302
-    assert run.pk not in dispatch._timers  # the timeout will not answer as well
+    assert run.pk not in dispatch.ask_timer  # the timeout will not answer as well
     assert eventually(lambda: fresh(tenant, run).status == GoalRunStatus.FINISHED)
     (answer,) = step_rows(tenant, run, kind=GoalStepKind.ANSWER)
     assert (answer.name, answer.summary) == ("user", "Black, please")
@@ -257,7 +286,7 @@ def test_only_the_runs_user_answers_its_question(tenant, tenant_admin, start, lo
     assert fresh(tenant, run).status == GoalRunStatus.WAITING_FOR_USER
     with tenant_scope(tenant):
         goal_run_stop(run=run)  # a waiting run stops at once (and its timer goes)
-    assert fresh(tenant, run).status == GoalRunStatus.STOPPED and run.pk not in dispatch._timers
+    assert fresh(tenant, run).status == GoalRunStatus.STOPPED and run.pk not in dispatch.ask_timer
 
 
 # --- limits and Stop ------------------------------------------------------------------------------------------------

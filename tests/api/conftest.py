@@ -12,7 +12,6 @@ from agents.models import Agent
 from agents.services import agent_create, agent_publish
 from api.keys import key_create
 from api.models import ApiKey
-from chat import streams
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
 
@@ -21,7 +20,6 @@ from tests.llm.factories import ModelProviderFactory
 def _isolated_streams(settings):
     """Each test its own chat frame log keys (conversation ids repeat across test databases)."""
     settings.CHAT_STREAM_PREFIX = f"test-api-{uuid.uuid4().hex[:12]}"
-    streams._memory_log.__init__()
 
 
 @dataclass

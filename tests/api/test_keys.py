@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from api.keys import KeyRefused, authenticate_key, hash_secret
+from api.keys import KeyRefused, authenticate_key, hash_secret, key_revoke
 from api.models import ApiKey
 from tenants.scope import all_tenants, tenant_scope
 
@@ -112,3 +113,25 @@ def test_unknown_and_malformed_keys_are_refused(tenant_admin, make_key):
         assert refused.value.status == 401
     with all_tenants(reason="test"):
         assert ApiKey.objects.count() == 1
+
+
+def test_l6_a_tenant_has_at_most_api_tenant_max_keys_active_keys(login, tenant, other_tenant, tenant_admin,
+                                                                 other_tenant_admin, make_key, settings):  # fmt: skip
+    settings.API_TENANT_MAX_KEYS = 2
+    first, _secret = make_key(tenant_admin)
+    make_key(tenant_admin)
+    with pytest.raises(ValidationError, match="2 active API keys"):
+        make_key(tenant_admin)
+    client = login(tenant_admin, tenant)
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "en"
+    refused = _create_on_page(client, name="one too many")
+    assert refused.status_code == 200 and "secret" not in refused.context
+    assert "already has 2 active API keys" in refused.content.decode()
+    admin_refused = client.post(reverse("admin:api_apikey_add"), {"name": "admin one", "scopes": ["read"]})
+    assert admin_refused.status_code == 200 and "secret" not in admin_refused.context
+    assert "already has 2 active API keys" in admin_refused.content.decode()
+    make_key(other_tenant_admin, owner=other_tenant)  # another tenant counts its own keys
+    with tenant_scope(tenant):
+        assert ApiKey.objects.count() == 2
+        key_revoke(key=first)
+    assert _create_on_page(client, name="after a revocation").context["secret"].startswith("ak-")

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.error
 import urllib.request
 
+import httpx
 import openai
 import pytest
 from django.core.cache import cache
 
+from agents.services import conversation_start
 from api.models import KeyScope
+from api.throttling import stream_slot_take
 from memory.models import Conversation, Message
 from tenants.scope import all_tenants, tenant_scope
 from tests.factories import MembershipFactory
@@ -272,3 +276,86 @@ async def _wait_for_reply(conversation_id: int) -> bool:
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+@pytest.mark.parametrize("escape", ["\\u0000", "\\ud800"], ids=["nul", "surrogate"])
+def test_l2_a_nul_byte_or_lone_surrogate_is_a_400_and_nothing_is_stored(
+    server, published, tenant_admin, make_key, escape
+):
+    _key, secret = make_key(tenant_admin)
+    with all_tenants(reason="test counts what was stored"):
+        before = (Conversation.objects.count(), Message.objects.count())
+    # Sent as JSON's escape (the SDK cannot encode a lone surrogate); the bad text sits in the history, so a stored
+    # conversation must not be left with half of it.
+    messages = [
+        {"role": "user", "content": "fine"},
+        {"role": "assistant", "content": "bad <here>"},
+        {"role": "user", "content": "and now?"},
+    ]
+    body = json.dumps({"model": published.solar.slug, "messages": messages}).replace("<here>", escape)
+    for language, words in (("en", "cannot be stored"), ("zh-hans", "无法保存")):
+        response = httpx.post(
+            f"{server.url}/v1/chat/completions", content=body.encode(), timeout=20,
+            headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json",
+                     "Accept-Language": language},
+        )  # fmt: skip
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "invalid_characters" and error["param"] == "messages[1].content"
+        assert words in error["message"] and error["type"] == "invalid_request_error"
+    if escape == "\\u0000":  # the SDK sends a NUL as it is, and gets the same refusal, streamed or not
+        with pytest.raises(openai.BadRequestError) as refused:
+            _client(server, secret).chat.completions.create(
+                model=published.solar.slug, messages=[{"role": "user", "content": "nul\x00byte"}], stream=True
+            )
+        assert refused.value.code == "invalid_characters"
+    with all_tenants(reason="test counts what was stored"):
+        assert (Conversation.objects.count(), Message.objects.count()) == before
+
+
+def test_l6_a_tenants_streams_are_limited_across_its_keys_and_processes(
+    server, published, tenant, other_tenant, tenant_admin, other_tenant_admin, make_key, settings
+):
+    settings.API_TENANT_MAX_STREAMS = 2
+    cache.clear()
+    # Two streams of the tenant open elsewhere (another key, another process: the places are in the shared cache).
+    held = [stream_slot_take(tenant.pk), stream_slot_take(tenant.pk)]
+    _key, secret = make_key(tenant_admin)
+    client = _client(server, secret)
+    with pytest.raises(openai.RateLimitError) as refused:
+        client.chat.completions.create(
+            model=published.solar.slug, messages=[{"role": "user", "content": "hi"}], stream=True,
+            extra_headers={"Accept-Language": "en"},
+        )  # fmt: skip
+    assert refused.value.code == "too_many_streams" and refused.value.body["type"] == "rate_limit_error"
+    assert "2 replies streaming" in refused.value.body["message"] and refused.value.response.headers["Retry-After"]
+    with tenant_scope(tenant):
+        conversation_id = conversation_start(agent=published.solar, user=tenant_admin).pk
+    rest = httpx.post(
+        f"{server.url}/api/v1/conversations/{conversation_id}/messages/stream/", json={"content": "hi"}, timeout=20,
+        headers={"Authorization": f"Bearer {secret}", "Accept-Language": "zh-hans"},
+    )  # fmt: skip
+    assert rest.status_code == 429 and rest.json()["error"]["code"] == "too_many_streams"
+    assert _stored(conversation_id) == []  # refused before anything was stored
+    # Not streamed: not counted. Another tenant: its own places.
+    plain = client.chat.completions.create(model=published.solar.slug, messages=[{"role": "user", "content": "hi"}])
+    assert plain.choices[0].message.content == "You said: hi"
+    _key, theirs = make_key(other_tenant_admin, owner=other_tenant)
+    foreign = _client(server, theirs).chat.completions.create(
+        model=published.foreign.slug, messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in foreign if c.choices) == "You said: hi"
+    # One place freed: the stream runs, and its place is free again once it has ended.
+    held.pop().release()
+    stream = client.chat.completions.create(
+        model=published.solar.slug, messages=[{"role": "user", "content": "again"}], stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "You said: again"
+    keys = [f"api-streams:{tenant.pk}:{n}" for n in range(2)]
+    for _ in range(200):  # the server frees the place just after the client has read the last chunk (10 s under load)
+        if len(cache.get_many(keys)) == 1:
+            break
+        time.sleep(0.05)
+    assert len(cache.get_many(keys)) == 1  # only the one still held here
+    held.pop().release()
+    assert cache.get_many(keys) == {}

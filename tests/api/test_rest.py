@@ -99,7 +99,7 @@ def test_errors_have_one_shape_in_the_requests_language(published, tenant_admin,
     response = client.post("/api/v1/conversations/", {"agent": "x"}, "application/json", HTTP_ACCEPT_LANGUAGE="zh-hans")
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["code"] == "invalid" and "agent" in error["fields"]
+    assert error["code"] == "validation_error" and "agent" in error["fields"]
     assert error["message"] == "部分字段无效。"
     english = client.post("/api/v1/conversations/", {"agent": "x"}, "application/json", HTTP_ACCEPT_LANGUAGE="en")
     assert english.json()["error"]["message"] == "Some fields are not valid."

@@ -4,6 +4,8 @@ refused with the one error shape."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
@@ -98,7 +100,7 @@ def test_knowledge_base_upload_status_search_and_delete(tenant, tenant_admin, ma
     with tenant_scope(tenant):
         assert list(Document.objects.values_list("name", flat=True)) == ["inverter.md"]
     nothing = client.post(f"/api/v1/knowledge-bases/{kb}/documents/", {"files": [SimpleUploadedFile("e.exe", b"x")]})
-    assert nothing.status_code == 400 and nothing.json()["error"]["code"] == "invalid"
+    assert nothing.status_code == 400 and nothing.json()["error"]["code"] == "validation_error"
     assert client.delete(f"/api/v1/knowledge-bases/{kb}/").status_code == 204
     assert client.get(f"/api/v1/knowledge-bases/{kb}/").status_code == 404
 
@@ -177,3 +179,27 @@ def test_workflows_validate_list_and_runs_keep_members_apart(tenant, member, ten
                          "application/json").json()  # fmt: skip
     assert broken["valid"] is False and broken["errors"][0]["step"] == "start" and broken["errors"][0]["line"]
     assert client.post("/api/v1/workflows/validate/", {"yaml": WORKFLOW}, "application/json").json()["valid"] is True
+
+
+def test_newcomer_a_plan_and_its_steps_are_camel_case_in_the_api_and_the_schema(tenant, tenant_admin, make_key,
+                                                                                 published):  # fmt: skip
+    from drf_spectacular.generators import SchemaGenerator
+
+    with tenant_scope(tenant):
+        conversation = conversation_start(agent=published.solar, user=tenant_admin)
+        plan = plan_services.plan_create(
+            conversation=conversation, name="PV", user_query="How big?", allow_concurrency=True,
+            steps=[{"seqNo": 1, "agentName": "Solar advisor", "requirement": "size it"},
+                   {"seqNo": 2, "agentName": "Solar advisor", "requirement": "price it", "depends_on": [1]}],
+        )  # fmt: skip
+    _key, secret = make_key(tenant_admin)
+    read = _api(secret).get(f"/api/v1/plans/{plan.planId}/").json()
+    camel = re.compile(r"^[a-z]+(?:[A-Z][a-z]+)*$")
+    assert set(read) == {"planId", "name", "userQuery", "status", "allowConcurrency", "conversation", "steps",
+                         "createdAt", "updatedAt"}  # fmt: skip
+    assert read["allowConcurrency"] is True and read["userQuery"] == "How big?"
+    assert [step["seqNo"] for step in read["steps"]] == [1, 2] and read["steps"][1]["dependsOn"] == [1]
+    assert all(camel.match(name) for name in [*read, *read["steps"][0]])
+    components = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
+    assert set(components["Plan"]["properties"]) == set(read)
+    assert set(components["PlanStep"]["properties"]) == set(read["steps"][0])

@@ -1,5 +1,5 @@
 """The chat page shows a plan as step cards: frames are injected through the chat channel group the way a turn's
-sink writes them (chat.sinks.ChannelSink), so the page is tested without the executor."""
+sink writes them (engine.sinks.ChannelSink), so the page is tested without the executor."""
 
 import threading
 
@@ -8,7 +8,7 @@ from asgiref.sync import async_to_sync
 
 from agents import frames
 from agents.services import conversation_start
-from chat.sinks import ChannelSink
+from engine.sinks import ChannelSink
 from tenants.scope import tenant_scope
 from tests.browser.pages import log_in
 from tests.browser.test_chat import demo  # noqa: F401 - the fixture

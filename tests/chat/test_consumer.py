@@ -8,9 +8,9 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from agents.services import agent_create, conversation_start
-from chat import streams, turns
 from config.asgi import application
 from core.db import database_sync_to_async
+from engine import streams, turns
 from llm.errors import message_for
 from memory.models import Message
 from tenants.models import Role
@@ -26,9 +26,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _isolated_streams(settings):
     settings.LLM_RETRY_BASE_DELAY = 0.01
     settings.LLM_RETRY_MAX_DELAY = 0.02
-    # Conversation ids repeat across test databases: each test gets its own keys in Redis, a fresh in-process log.
+    # Conversation ids repeat across test databases: each test its own keys in Redis, or its own in-process log.
     prefix = settings.CHAT_STREAM_PREFIX = f"test-chat-{uuid.uuid4().hex[:12]}"
-    streams._memory_log.__init__()
     yield
     if settings.REDIS_URL:
         import redis
@@ -258,7 +257,7 @@ async def test_frames_and_the_stop_flag_live_in_redis(redis_url, member, tenant,
     await turns.wait_turns()
     await socket.disconnect()
     log = streams.get_frame_log()
-    assert await log.after(conversation.pk, 0) == frames
+    assert [logged.as_dict() for logged in await log.after(conversation.pk, 0)] == frames
     assert await log.last_seq(conversation.pk) == frames[-1]["seq"]
     assert await log.running_turn(conversation.pk) is None
 

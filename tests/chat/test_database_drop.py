@@ -11,8 +11,8 @@ import uuid
 import pytest
 from django.db import connection, connections
 
-from chat import streams, turns
 from core.db import database_sync_to_async
+from engine import turns
 from memory.models import Message
 from tenants.scope import tenant_scope
 from tests.chat.test_consumer import _connect, _send
@@ -26,7 +26,6 @@ def _postgresql_only(transactional_db, settings):
     if connection.vendor != "postgresql":
         pytest.skip("terminating database connections needs PostgreSQL")
     settings.CHAT_STREAM_PREFIX = f"test-dbdrop-{uuid.uuid4().hex[:8]}"
-    streams._memory_log.__init__()
     yield
     # Every connection was terminated, the test's own and the pool's idle ones (with the pool's per-checkout check
     # off, DATABASE_HEALTH_CHECKS, each would fail once when next used): start the next test on fresh ones.

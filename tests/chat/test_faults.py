@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from agents.services import agent_create, conversation_start
-from chat import streams, turns
 from core.db import database_sync_to_async
+from engine import turns
 from memory.models import Message
 from tenants.scope import tenant_scope
 from tests.chat.test_consumer import _connect, _frames_until, _send
@@ -28,7 +28,6 @@ def _fast_retries(settings):
     settings.LLM_RETRY_BASE_DELAY = 0.01
     settings.LLM_RETRY_MAX_DELAY = 0.02
     settings.CHAT_STREAM_PREFIX = f"test-faults-{uuid.uuid4().hex[:12]}"
-    streams._memory_log.__init__()
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from agents.services import agent_create, conversation_start
-from chat import turns
 from chat.consumers import ChatConsumer
 from core.db import database_sync_to_async
+from engine import turns
 from memory.models import Message
 from tenants.scope import tenant_scope
 from tests.chat.test_consumer import (  # noqa: F401  (fixtures)

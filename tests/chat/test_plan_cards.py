@@ -141,13 +141,13 @@ def test_a_step_result_renders_as_markdown_and_a_stored_report_keeps_its_link():
 
 def test_the_live_step_frame_carries_the_rendered_result():
     from agents import frames
-    from chat.sinks import page_frame
+    from engine.sinks import page_frame
 
     step = frames.Step.response(index=2, status="completed", content="| a |\n| - |\n| 1 |", intent="plan_step")
-    sent = page_frame(step)
+    sent = page_frame(step).as_dict()
     assert sent["type"] == "step" and "<table>" in sent["html"] and sent["agentChatResponse"]["content"].startswith("|")
     done = page_frame(frames.Done(message_id=1, status="complete", usage=frames.usage_dict(), content="**hi**"))
-    assert "content" not in done and done["html"] == "<p><strong>hi</strong></p>"
+    assert "content" not in done.as_dict() and done.as_dict()["html"] == "<p><strong>hi</strong></p>"
 
 
 def test_plan_step_conversations_stay_out_of_the_list(login, member, tenant):

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from chat import turns
 from core.db import database_sync_to_async
+from engine import turns
 from memory.models import Message
 from tenants.scope import tenant_scope
 from tests.chat.test_consumer import _connect, _send

@@ -85,3 +85,13 @@ async def test_a_socket_from_another_port_is_refused(member, tenant):
     connected, _ = await communicator.connect()
     assert not connected
     await asyncio.wait_for(asyncio.shield(communicator.future), timeout=1)
+
+
+@pytest.mark.parametrize("path", ["/ws/nothing-here/", "/ws/chat/not-a-number/", "/elsewhere"])
+async def test_l4_a_socket_to_an_unknown_path_is_refused_not_a_500(db, member, tenant, path):
+    cookie = await database_sync_to_async(session_cookie)(member, tenant)
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _code = await communicator.connect(timeout=5)  # an error in the application would raise here
+    assert not connected
+    await communicator.disconnect()

@@ -9,7 +9,8 @@ from knowledge import retrieval, vectorstore
 from knowledge.embedders import local_embedder
 from knowledge.keyword import terms_for
 from knowledge.models import Chunk, Document, KnowledgeBase
-from knowledge.retrieval import Ranking, fuse_zscore, search, search_many
+from knowledge.ranking import Ranking, fuse_zscore
+from knowledge.retrieval import search, search_many
 from tenants.scope import tenant_scope
 
 ENGLISH = [

@@ -1,17 +1,21 @@
 """A tenant admin cannot send the tenant's model-provider key to the platform's own network: a private or loopback
 base URL is refused when saved and when called, unless the platform operator allows it; a changed base URL drops
-the stored key unless a key is entered with it."""
+the stored key unless a key is entered with it. A host name that does not resolve is refused too, and a call connects
+to the address it checked, not to what the name resolves to a moment later (L7: DNS rebinding)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from django.urls import reverse
 
+from core import netguard
 from llm.client import complete_chat
-from llm.errors import PRIVATE_ADDRESS, LLMError
+from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, LLMError, message_for
 from llm.models import ModelProvider
+from llm.transports import Connection, OpenAICompatibleTransport
 from tenants.scope import tenant_scope
 from tests.factories import refreshed
 from tests.llm.factories import ModelProviderFactory
@@ -32,6 +36,22 @@ LOOPBACK_URLS = ["http://127.0.0.1:8081/v1", "http://[::1]:8081/v1", "http://169
 @pytest.fixture(autouse=True)
 def _guard_on(settings):
     settings.LLM_ALLOW_PRIVATE_BASE_URLS = False
+
+
+# Tests have no network: the internet's names the forms use answer from here; addresses and localhost as usual.
+PUBLIC_NAMES = {"api.deepseek.com": ["93.184.215.14"], "api.example.com": ["93.184.215.15"]}
+
+
+@pytest.fixture(autouse=True)
+def _dns(monkeypatch):
+    real = netguard.resolve_host
+
+    def resolve(host: str, port: int) -> list[str]:
+        if host in PUBLIC_NAMES:
+            return PUBLIC_NAMES[host]
+        return real(host, port)
+
+    monkeypatch.setattr(netguard, "resolve_host", resolve)
 
 
 @pytest.mark.parametrize("url", LOOPBACK_URLS)
@@ -84,3 +104,53 @@ def test_a_private_url_is_refused_when_called_too(tenant, scripted_llm, settings
         refreshed(provider)
     asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=hello))
     assert len(scripted_llm.requests()) == 1
+
+
+def test_l7_a_host_that_does_not_resolve_is_refused_when_saved(tenant, tenant_admin, login):
+    form = provider_form(base_url="https://models.no-such-host.invalid/v1")
+    response = login(tenant_admin, tenant).post(reverse("admin:llm_modelprovider_add"), form)
+    assert response.status_code == 200
+    assert "models.no-such-host.invalid does not resolve" in str(response.context["adminform"].form.errors["base_url"])
+    with tenant_scope(tenant):
+        assert not ModelProvider.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_l7_a_host_that_does_not_resolve_is_refused_when_called(tenant):
+    with tenant_scope(tenant):
+        provider = ModelProviderFactory(tenant=tenant, base_url="https://models.no-such-host.invalid/v1")
+    with pytest.raises(LLMError) as refused:
+        asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[{"role": "user", "content": "hi"}]))
+    assert refused.value.code == HOST_UNRESOLVED and "does not resolve" in refused.value.message
+    assert "无法解析" in message_for(HOST_UNRESOLVED, "zh-hans")
+
+
+def test_l7_the_call_connects_to_the_address_it_checked(scripted_llm):
+    """The name answers a checked address first and a private one on every later lookup (DNS rebinding): the call
+    goes to the first, a real connection to the scripted server on 127.0.0.1 (which this test's guard lets through)
+    with the name in its Host header; the name itself resolves nowhere else, so only the pinned address reaches it."""
+    answers: list[str] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        answers.append(host)
+        return ["127.0.0.1"] if len(answers) == 1 else ["10.1.2.3"]
+
+    transport = OpenAICompatibleTransport(resolver=rebinding, blocked=netguard.networks(["10.0.0.0/8"]))
+    name = "models.rebinding.invalid"
+    connection = Connection(kind="openai", base_url=f"http://{name}:{scripted_llm.port}/v1", api_key="sk-test")
+    params = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def reply() -> str:
+        return "".join(
+            [c.choices[0].delta.content or "" async for c in transport.stream(connection, params) if c.choices]
+        )
+
+    assert asyncio.run(reply()) == "You said: hi"
+    assert answers == [name]  # resolved once, when checked
+    (request,) = scripted_llm.requests()
+    assert request["host"] == f"{name}:{scripted_llm.port}"
+    # A minute on, the name is checked again: now it is private, and the call is refused instead of sent.
+    transport.pins[name] = (transport.pins[name][0], time.monotonic() - 3600)
+    with pytest.raises(LLMError) as refused:
+        asyncio.run(reply())
+    assert refused.value.code == PRIVATE_ADDRESS and len(scripted_llm.requests()) == 1

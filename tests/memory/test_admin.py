@@ -4,7 +4,8 @@ import pytest
 from django.urls import reverse
 
 from agents.services import conversation_start
-from memory.services import message_add, overflow_metric_add
+from memory.counters import overflow_metric_add
+from memory.services import message_add
 from tenants.scope import tenant_scope
 
 pytestmark = pytest.mark.django_db

@@ -11,9 +11,9 @@ from agents.services import agent_create, conversation_start
 from agents.tools import get_tool
 from agents.tools.base import ToolCallContext
 from core.db import database_sync_to_async
-from memory.longterm.recall import extract_line
 from memory.models import Event, MemoryItem
 from memory.overflow import RECALLED_HEADING
+from memory.services import extract_line
 from tenants.scope import tenant_scope
 from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory

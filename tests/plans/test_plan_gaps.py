@@ -223,9 +223,9 @@ async def test_an_answer_before_the_timeout_cancels_it(tenant, setup, scripted_l
     conversation = await setup()
     await user_turn(tenant, conversation, "Do it")
     plan, _steps = await database_sync_to_async(_plan)(tenant)
-    assert plan.pk in tasks._timers
+    assert plan.pk in tasks.ask_timer
     await user_turn(tenant, conversation, "Paris")
-    assert plan.pk not in tasks._timers
+    assert plan.pk not in tasks.ask_timer
     await asyncio.sleep(2)  # past the countdown: nothing more happens
     plan, steps = await database_sync_to_async(_plan)(tenant)
     assert plan.status == "completed" and plan.userQuery == "Paris" and steps[0].result["output"] == "Paris it is"

@@ -1,6 +1,8 @@
 """O1 on the plan card: the plan's log (states, model calls, tool calls) for the tenant's owners and admins only,
 linked from the plan card in the chat page; members are refused, another tenant's plan is not found."""
 
+from functools import partial
+
 import pytest
 from django.urls import reverse
 from django.utils import translation
@@ -8,7 +10,9 @@ from django.utils import translation
 from agents.models import Agent
 from agents.services import conversation_start
 from plans import services
-from plans.models import LogKind, PlanStatus, StepStatus
+from plans.models import LogKind, Plan, PlanStatus, StepStatus
+from plans.selectors import access_plan, plans_readable
+from tenants.models import Membership
 from tenants.scope import tenant_scope
 from tests.plans.test_plan_admin import make_plan
 
@@ -143,3 +147,26 @@ def test_the_plan_card_links_to_the_log_for_admins_only(login, tenant, tenant_ad
     assert "Solar first requirement" in member_page  # the member sees the plan, not its log
     assert "chat-plan-log" not in member_page and "chat-step-log" not in member_page
     assert "data-log-template" not in member_page and str(plan.planId) + "/log/" not in member_page
+
+
+def test_access_plan_gives_members_their_own_plans_and_administrators_every_one(
+    tenant, member, tenant_admin, other_tenant
+):
+    mine = make_plan(tenant, "Solar", user=member)
+    someone_elses = make_plan(tenant, "Wind")
+    theirs = make_plan(other_tenant, "Noodle")
+    with tenant_scope(tenant):
+        member_of = Membership.objects.get(tenant=tenant, user=member)
+        admin_of = Membership.objects.get(tenant=tenant, user=tenant_admin)
+        read = partial(access_plan, tenant=tenant)
+        assert read(user=member, membership=member_of, plan_id=mine.planId) == mine
+        assert read(user=tenant_admin, membership=admin_of, plan_id=someone_elses.planId) == someone_elses
+        for user, membership, plan in [(member, member_of, someone_elses), (tenant_admin, admin_of, theirs)]:
+            with pytest.raises(Plan.DoesNotExist):
+                read(user=user, membership=membership, plan_id=plan.planId)
+        # An API key limited to some agents reads the plans of those agents' conversations only.
+        wind_planner = someone_elses.conversation.agent_id
+        assert read(user=tenant_admin, membership=admin_of, plan_id=someone_elses.planId, agent_ids=[wind_planner])
+        with pytest.raises(Plan.DoesNotExist):
+            read(user=tenant_admin, membership=admin_of, plan_id=mine.planId, agent_ids=[wind_planner])
+        assert list(plans_readable(user=member, membership=member_of, tenant=tenant)) == [mine]

@@ -5,6 +5,7 @@ import asyncio
 
 import pytest
 
+from agents import frames
 from core.db import database_sync_to_async
 from memory.models import Conversation, Message
 from plans.models import Plan
@@ -56,7 +57,7 @@ class StopAtFirstStepDelta(Collector):
 
     async def emit(self, frame):
         delivered = await super().emit(frame)
-        if delivered["type"] == "delta" and delivered["index"] == 1:
+        if isinstance(delivered.frame, frames.Delta) and delivered.frame.index == 1:
             self.stop.set()
         return delivered
 

@@ -198,7 +198,7 @@ async def test_step_agents_run_on_the_execution_tier(tenant, setup, scripted_llm
 
 
 async def test_the_ask_timeout_streams_its_turn_and_yields_to_a_running_user_turn(tenant, setup, scripted_llm):
-    from chat.streams import get_frame_log
+    from engine.streams import get_frame_log
     from plans.tasks import NO_REPLY, plan_ask_timeout
 
     conversation, plan = await _plan_waiting_for_the_writer(tenant, setup, scripted_llm)
@@ -215,10 +215,10 @@ async def test_the_ask_timeout_streams_its_turn_and_yields_to_a_running_user_tur
     assert await asyncio.to_thread(plan_ask_timeout, plan.pk) is True
     plan, _steps = await database_sync_to_async(_plan)(tenant)
     assert plan.status == "completed" and plan.userQuery == NO_REPLY
-    frames = await log.after(conversation.pk, 0)
-    echoed = [frame for frame in frames if frame["type"] == "user_message"]
+    logged = [entry.as_dict() for entry in await log.after(conversation.pk, 0)]
+    echoed = [frame for frame in logged if frame["type"] == "user_message"]
     assert echoed[-1]["content"] == NO_REPLY
-    assert frames[-1]["type"] == "done" and await log.running_turn(conversation.pk) is None
+    assert logged[-1]["type"] == "done" and await log.running_turn(conversation.pk) is None
 
 
 def _drafts(tenant):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand
 
 from knowledge.models import LOCAL_KINDS, KnowledgeBase
+from knowledge.selectors import outdated_documents
 from knowledge.services import knowledge_base_reingest
 from tenants.scope import all_tenants, tenant_scope
 
@@ -18,8 +19,6 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Only count them.")
 
     def handle(self, *args, dry_run: bool, **options) -> None:
-        from knowledge.selectors import outdated_documents
-
         with all_tenants(reason="reingest_outdated: an operator command over every tenant's knowledge bases"):
             knowledge_bases = list(
                 KnowledgeBase.objects.filter(embedder__in=LOCAL_KINDS).select_related("tenant").order_by("pk")

@@ -1,33 +1,32 @@
 """The chat surface's sink: every frame of a turn goes to the frame log, which numbers it and publishes it on the bus
-to the conversation's sockets in every process (chat.bus)."""
+to the conversation's sockets in every process (engine.bus)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any
 
 from agents import frames
-from chat.bus import writer_for
-from chat.streams import FrameLog, get_frame_log
 from core.markdown import render_markdown
+from engine.bus import writer_for
+from engine.streams import FrameLog, get_frame_log
 
-logger = logging.getLogger("chat.sinks")
+logger = logging.getLogger("engine.sinks")
 
 
-def page_frame(frame: frames.Frame) -> dict[str, Any]:
+def page_frame(frame: frames.Frame) -> frames.Frame:
     """The frame as the page receives it: a reply's text (done) becomes its stored rendering as safe `html` (the raw
     text already went out as deltas); a step's result carries its rendering too, for the step card."""
-    data = frame.as_dict()
-    if isinstance(frame, frames.Done):
-        data["html"] = str(render_markdown(data.pop("content")))
-    elif isinstance(frame, frames.Step):
-        data["html"] = str(render_markdown(frame.content))
-    return data
+    if isinstance(frame, frames.Done) and frame.content is not None:
+        return dataclasses.replace(frame, content=None, html=str(render_markdown(frame.content)))
+    if isinstance(frame, frames.Step):
+        return dataclasses.replace(frame, html=str(render_markdown(frame.content)))
+    return frame
 
 
 class ChannelSink:
     """Implements agents.runtime.Sink for the websocket: the frame goes to the frame log through this process's
-    batching writer (chat.bus), which numbers it and publishes it to every socket of the conversation.
+    batching writer (engine.bus), which numbers it and publishes it to every socket of the conversation.
 
     A delta returns at once (it may be merged with the next ones; its seq is given at the flush); any other frame
     waits until it is logged and returns it with its seq, so the turn's end is stored before the turn ends.
@@ -40,21 +39,18 @@ class ChannelSink:
         self.conversation_id = conversation_id
         self.log = log or get_frame_log()
 
-    def render(self, frame: frames.Frame) -> dict[str, Any]:
-        return page_frame(frame)
-
-    async def emit(self, frame: frames.Frame) -> dict[str, Any]:
-        data = self.render(frame)
+    async def emit(self, frame: frames.Frame) -> frames.Logged:
+        shown = page_frame(frame)
         writer = writer_for(self.log)
         try:
             if isinstance(frame, frames.Delta):
-                writer.write(self.conversation_id, data, wait=False)
-                return data
-            return await writer.write(self.conversation_id, data, wait=True)
+                writer.write(self.conversation_id, shown, wait=False)
+                return frames.Logged(None, shown)
+            return await writer.write(self.conversation_id, shown, wait=True)
         except Exception:
             logger.warning("frame log unavailable: a %s frame of conversation %s was not logged; the turn goes on",
                            frame.type, self.conversation_id, exc_info=True)  # fmt: skip
-            return data
+            return frames.Logged(None, shown)
 
     async def flush(self) -> None:
         """Return once every frame emitted so far is logged (a caller that ends its event loop after deltas)."""

@@ -19,11 +19,11 @@ from django.db import IntegrityError
 from agents import frames
 from agents.runtime import Sink, TurnResult, run_turn
 from agents.sinks import TeeSink
-from chat.bus import hub_for
-from chat.sinks import ChannelSink
-from chat.streams import FrameLog, get_frame_log, turn_lease_seconds
 from core.conf import setting
 from core.db import database_sync_to_async
+from engine.bus import hub_for
+from engine.sinks import ChannelSink
+from engine.streams import FrameLog, get_frame_log, turn_lease_seconds
 from llm import errors
 from memory.models import Conversation, Message, MessageStatus, Role
 from memory.services import assistant_message_finish, message_add
@@ -31,7 +31,7 @@ from plans.models import Plan, PlanStatus
 from plans.services import plan_set_status
 from tenants.scope import all_tenants, tenant_scope
 
-logger = logging.getLogger("chat.turns")
+logger = logging.getLogger("engine.turns")
 
 # How often a running turn renews its claim in the frame log (six times per lease: streams.turn_lease_seconds) and
 # reads the stop flag (in case the stop message was published while this process's bus was reconnecting).
@@ -123,7 +123,7 @@ class Submission:
     outcome: str
     message: Message | None = None
     reply: Message | None = None
-    frames: list[dict[str, Any]] = field(default_factory=list)
+    frames: list[frames.Logged] = field(default_factory=list)
     # A started turn's task (its result is the TurnResult, None if the turn broke); callers may await it.
     task: asyncio.Task | None = None
 
@@ -162,16 +162,13 @@ def _reply_to(conversation: Conversation, message: Message) -> Message | None:
     return turn.filter(role=Role.ASSISTANT, tool_calls__isnull=True).order_by("-id").first()
 
 
-def _turn_frames(frames: list[dict[str, Any]], message_id: int) -> list[dict[str, Any]]:
+def _turn_frames(logged: list[frames.Logged], message_id: int) -> list[frames.Logged]:
     """The logged frames of one turn: from its user_message frame up to the next user_message frame."""
-    start = next(
-        (n for n, f in enumerate(frames) if f.get("type") == "user_message" and f.get("message_id") == message_id),
-        None,
-    )
+    start = next((n for n, entry in enumerate(logged) if frames.starts_turn(entry.frame, message_id)), None)
     if start is None:
         return []
-    end = next((n for n in range(start + 1, len(frames)) if frames[n].get("type") == "user_message"), len(frames))
-    return frames[start:end]
+    end = next((n for n in range(start + 1, len(logged)) if frames.starts_turn(logged[n].frame)), len(logged))
+    return logged[start:end]
 
 
 async def submit_user_message(
@@ -225,8 +222,8 @@ async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:
 
 
 async def _duplicate(log: FrameLog, conversation: Conversation, message: Message, reply: Message | None) -> Submission:
-    frames = _turn_frames(await log.after(conversation.pk, 0), message.pk)
-    return Submission("duplicate", message=message, reply=reply, frames=frames)
+    logged = _turn_frames(await log.after(conversation.pk, 0), message.pk)
+    return Submission("duplicate", message=message, reply=reply, frames=logged)
 
 
 async def _watch_stop(log: FrameLog, conversation_id: int, turn_id: int, stop: asyncio.Event) -> None:
@@ -317,7 +314,7 @@ async def run_server_turn(*, conversation: Conversation, content: str) -> bool:
 # lost), nothing ends the turn: no reply is stored and the pages never get `done`. Its claim is a lease the running
 # turn renews; once the lease has run out without a release, any process may adopt the turn and end it as
 # `interrupted`, with what the frame log kept of the reply. Each process looks at the conversations its sockets
-# watch (chat.bus.Hub, every third of a lease, and when a conversation's first socket connects), and a new message
+# watch (engine.bus.Hub, every third of a lease, and when a conversation's first socket connects), and a new message
 # ends its conversation's dead turn before it is stored.
 
 
@@ -339,16 +336,14 @@ async def end_interrupted_turns(log: FrameLog, conversation_ids: list[int]) -> i
     return len(adopted)
 
 
-def _interrupted_text(logged: list[dict[str, Any]]) -> str:
+def _interrupted_text(logged: list[frames.Logged]) -> str:
     """The reply text a turn had streamed: its own (index 0) deltas after its last tool round, whose text is stored
     with that round."""
     text: list[str] = []
-    for frame in logged:
-        if frame.get("index", 0) != 0:
-            continue
-        if frame["type"] == "delta":
-            text.append(frame["content"])
-        elif frame["type"] == "tool":
+    for frame in (entry.frame for entry in logged):
+        if isinstance(frame, frames.Delta) and frame.index == 0:
+            text.append(frame.content)
+        elif isinstance(frame, frames.Tool) and frame.index == 0:
             text = []
     return "".join(text)
 
@@ -375,7 +370,7 @@ def _store_interrupted(conversation_id: int, turn_id: int, text: str) -> tuple[M
 
 async def _end_interrupted(log: FrameLog, conversation_id: int, turn_id: int) -> None:
     logged = _turn_frames(await log.after(conversation_id, 0), turn_id)
-    if any(frame.get("index", 0) == 0 and frame["type"] in ("done", "error") for frame in logged):
+    if any(frames.ends_turn(entry.frame) for entry in logged):
         return  # it ended; only its release was lost
     text = _interrupted_text(logged)
     reply, stored = await database_sync_to_async(_store_interrupted)(conversation_id, turn_id, text)

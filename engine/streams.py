@@ -1,9 +1,9 @@
 """The frame log: numbers each frame of a conversation (`seq`), keeps the recent ones for `catch_up`, and publishes
-every frame it numbers to the sockets of every process (chat.bus delivers them).
+every frame it numbers to the sockets of every process (engine.bus delivers them).
 
 It also holds the two small pieces of turn state every process must see: which turn is running in a conversation
 (so a resend or a second message does not start another; a lease its process renews, so a turn whose process died is
-found and ended by another: chat.turns.end_interrupted_turns) and whether someone asked it to stop (a flag, and a stop
+found and ended by another: engine.turns.end_interrupted_turns) and whether someone asked it to stop (a flag, and a stop
 message on the same bus so the running turn hears it at once).
 
 Redis when settings.REDIS_URL is set (shared by every Daphne process and Celery worker; numbering, keeping and
@@ -27,9 +27,10 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
 
+from agents import frames
 from core.conf import setting
 
-logger = logging.getLogger("chat.streams")
+logger = logging.getLogger("engine.streams")
 
 # How many frames of a conversation are kept for catch_up, and for how long after the last one (seconds).
 MAX_FRAMES = 2000
@@ -41,8 +42,8 @@ STOP_TTL = 60
 
 def turn_lease_seconds() -> int:
     """How long a running turn's claim lasts unless renewed (CHAT_TURN_LEASE_SECONDS): the running turn renews it
-    six times as often (chat.turns); a process that died stops renewing, and once it has run out another process ends
-    the turn as interrupted (chat.turns.end_interrupted_turns)."""
+    six times as often (engine.turns); a process that died stops renewing, and once it has run out another process ends
+    the turn as interrupted (engine.turns.end_interrupted_turns)."""
     return max(1, int(setting("CHAT_TURN_LEASE_SECONDS")))
 
 
@@ -51,9 +52,10 @@ def group_name(conversation_id: int) -> str:
     return f"chat.conversation.{int(conversation_id)}"
 
 
-def frame_body(frame: dict[str, Any]) -> str:
-    """A frame (without its seq) as the JSON text the log keeps and the bus carries: one line, no spaces."""
-    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+def frame_body(frame: frames.Frame) -> str:
+    """A frame (without its seq) as the JSON text the log keeps and the bus carries: one line, no spaces, `type`
+    first (frames.is_error_body relies on it)."""
+    return json.dumps(frame.as_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
 # What the bus carries, one message per written batch: lines "F <conversation> <seq> <frame json>" (frame JSON has
@@ -83,8 +85,8 @@ class FrameLog:
     async def subscribed(self) -> None:
         """Return once this event loop's subscription receives what is published from now on."""
 
-    async def after(self, conversation_id: int, after_seq: int) -> list[dict[str, Any]]:
-        """The kept frames whose seq is greater than `after_seq`, in order."""
+    async def after(self, conversation_id: int, after_seq: int) -> list[frames.Logged]:
+        """The kept frames whose seq is greater than `after_seq`, in order, typed (frames.parse)."""
         raise NotImplementedError
 
     async def last_seq(self, conversation_id: int) -> int:
@@ -137,7 +139,7 @@ class MemoryFrameLog(FrameLog):
 
     def __init__(self) -> None:
         self.counters: dict[int, int] = {}
-        self.frames: dict[int, list[dict[str, Any]]] = {}
+        self.frames: dict[int, list[frames.Logged]] = {}
         self.turns: dict[int, tuple[int, float]] = {}
         self.stops: dict[int, int] = {}
         self.feeds: dict[int, tuple[asyncio.AbstractEventLoop, Callable[[str], None]]] = {}
@@ -151,7 +153,7 @@ class MemoryFrameLog(FrameLog):
                 self.counters[conversation_id] = first + len(bodies) - 1
                 kept = self.frames.setdefault(conversation_id, [])
                 for seq, body in enumerate(bodies, start=first):
-                    kept.append({"seq": seq, **json.loads(body)})
+                    kept.append(frames.Logged(seq, frames.parse(body)))
                     lines.append(f"F {conversation_id} {seq} {body}")
                 del kept[:-MAX_FRAMES]
                 firsts.append(first)
@@ -176,8 +178,8 @@ class MemoryFrameLog(FrameLog):
         self.feeds[key] = (asyncio.get_running_loop(), feed)
         return lambda: self.feeds.pop(key, None)
 
-    async def after(self, conversation_id: int, after_seq: int) -> list[dict[str, Any]]:
-        return [frame for frame in self.frames.get(conversation_id, []) if frame["seq"] > after_seq]
+    async def after(self, conversation_id: int, after_seq: int) -> list[frames.Logged]:
+        return [logged for logged in self.frames.get(conversation_id, []) if logged.seq > after_seq]
 
     async def last_seq(self, conversation_id: int) -> int:
         return self.counters.get(conversation_id, 0)
@@ -346,13 +348,13 @@ class RedisFrameLog(FrameLog):
             except TimeoutError:  # go on: the socket's catch-up reads the log; the bus resyncs it once back
                 logger.warning("bus %s: not subscribed yet, going on without waiting", self.channel)
 
-    async def after(self, conversation_id: int, after_seq: int) -> list[dict[str, Any]]:
+    async def after(self, conversation_id: int, after_seq: int) -> list[frames.Logged]:
         members = await self._client().zrangebyscore(self._key(conversation_id, "frames"), f"({int(after_seq)}", "+inf")
-        frames = []
+        logged = []
         for member in members:
             seq, _, body = member.partition(" ")
-            frames.append({"seq": int(seq), **json.loads(body)})
-        return frames
+            logged.append(frames.Logged(int(seq), frames.parse(body)))
+        return logged
 
     async def last_seq(self, conversation_id: int) -> int:
         value = await self._client().get(self._key(conversation_id, "seq"))
@@ -479,19 +481,18 @@ class _Subscriber:
 
 
 _logs: dict[tuple[str, str], FrameLog] = {}
-_memory_log = MemoryFrameLog()
 
 
 def get_frame_log() -> FrameLog:
-    """The store for this deployment: Redis when settings.REDIS_URL is set, else the process's in-memory one."""
-    url = settings.REDIS_URL
-    if not url:
-        return _memory_log
-    prefix = setting("CHAT_STREAM_PREFIX")
-    key = (url, prefix)
-    if key not in _logs:
-        _logs[key] = RedisFrameLog(url, prefix)
-    return _logs[key]
+    """The store for this deployment: Redis when settings.REDIS_URL is set, else an in-memory one of this process.
+    Either is one per CHAT_STREAM_PREFIX: a new prefix starts an empty log (tests give each test its own), and the
+    log of an earlier prefix keeps its frames and its subscribers (each event loop's hub stays on it)."""
+    url = settings.REDIS_URL or ""
+    key = (url, setting("CHAT_STREAM_PREFIX"))
+    log = _logs.get(key)
+    if log is None:
+        log = _logs.setdefault(key, RedisFrameLog(url, key[1]) if url else MemoryFrameLog())
+    return log
 
 
 def membership_changed(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:

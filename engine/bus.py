@@ -5,10 +5,10 @@ Why batches: a streamed reply is a frame per token. Written one by one, each tok
 channel-layer send per socket (about 4.5 ms of Daphne CPU a frame, measured). The writer merges a turn's
 consecutive deltas and writes every pending frame of every conversation in one round trip, at most
 CHAT_FLUSH_SECONDS after the first one; other frames (tool, step, done, error) are written at once, with the deltas
-before them. The frame log numbers the batch and publishes it on the bus in the same call (chat.streams).
+before them. The frame log numbers the batch and publishes it on the bus in the same call (engine.streams).
 
 Why a hub: each process subscribes to the bus once; the hub gives each frame to the sockets of its conversation in
-this process (chat.consumers.ChatConsumer.deliver) and each stop request to the turn it names (chat.turns). Nothing
+this process (chat.consumers.ChatConsumer.deliver) and each stop request to the turn it names (engine.turns). Nothing
 is dropped on the way: a socket that sees a seq jump reads the missing frames from the log, and after the bus
 reconnected every socket catches up from the log. See docs/stream-protocol.md and docs/operations.md.
 """
@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from chat.streams import FrameLog, frame_body, turn_lease_seconds
+from agents import frames
 from core.conf import setting
+from engine.streams import FrameLog, frame_body, turn_lease_seconds
 
-logger = logging.getLogger("chat.bus")
+logger = logging.getLogger("engine.bus")
 
 
 class Listener(Protocol):
@@ -47,7 +49,7 @@ class Hub:
         self.stops: dict[tuple[int, int], Callable[[], None]] = {}
         self.members: dict[tuple[int, int], set[Callable[[], None]]] = {}
         self.unsubscribe = log.subscribe(self.feed)
-        # Turns can outlive their process only in a shared store: there, look for dead ones (chat.turns).
+        # Turns can outlive their process only in a shared store: there, look for dead ones (engine.turns).
         self.warden = asyncio.get_running_loop().create_task(self._warden()) if log.shared else None
         # Conversations whose first page just opened, looked at together (a storm of connects is one look, not one
         # frame-log call each).
@@ -80,7 +82,7 @@ class Hub:
                 await self._end_interrupted(list(self.listeners))
 
     async def _end_interrupted(self, conversation_ids: list[int]) -> None:
-        from chat.turns import end_interrupted_turns  # chat.turns imports this module
+        from engine.turns import end_interrupted_turns  # engine.turns imports this module
 
         try:
             await end_interrupted_turns(self.log, conversation_ids)
@@ -152,7 +154,7 @@ class FrameWriter:
         self.task: asyncio.Task | None = None
         self.urgent = asyncio.Event()
 
-    def write(self, conversation_id: int, frame: dict[str, Any], *, wait: bool) -> asyncio.Future | None:
+    def write(self, conversation_id: int, frame: frames.Frame, *, wait: bool) -> asyncio.Future | None:
         """Queue `frame` for the log. With `wait`, returns a future of the frame with its seq, and the flush starts
         at once; without, the frame may be merged into the delta before it and goes out within the flush delay."""
         failure = self.failures.pop(conversation_id, None)
@@ -161,7 +163,7 @@ class FrameWriter:
         entries = self.pending.setdefault(conversation_id, [])
         future = None
         if not wait and entries and _mergeable(entries[-1], frame):
-            entries[-1][0] = {**entries[-1][0], "content": entries[-1][0]["content"] + frame["content"]}
+            entries[-1][0] = dataclasses.replace(entries[-1][0], content=entries[-1][0].content + frame.content)
         else:
             if wait:
                 future = asyncio.get_running_loop().create_future()
@@ -208,18 +210,17 @@ class FrameWriter:
         for first, entries in zip(firsts, batch.values(), strict=True):
             for seq, (frame, future) in enumerate(entries, start=first):
                 if future is not None and not future.done():
-                    future.set_result({"seq": seq, **frame})
+                    future.set_result(frames.Logged(seq, frame))
 
 
-def _mergeable(entry: list[Any], frame: dict[str, Any]) -> bool:
+def _mergeable(entry: list[Any], frame: frames.Frame) -> bool:
     """A delta following a pending delta of the same index (and nobody waiting for the pending one)."""
     previous, future = entry
     return (
         future is None
-        and previous.get("type") == "delta"
-        and frame.get("type") == "delta"
-        and previous.get("index") == frame.get("index")
-        and previous.keys() == frame.keys()
+        and isinstance(previous, frames.Delta)
+        and isinstance(frame, frames.Delta)
+        and previous.index == frame.index
     )
 
 
