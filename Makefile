@@ -6,12 +6,13 @@ INSTALLED := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run serve test lint format install browser-deps migrate messages worker
+.PHONY: run serve test lint format install browser-deps migrate messages worker pip-check
 
-$(INSTALLED): requirements.txt requirements-dev.txt requirements-nodeps.txt
+# The tests' and the benchmarks' requirements in one resolution: a pin of one that disagrees with the other fails here.
+$(INSTALLED): requirements.txt requirements-dev.txt requirements-nodeps.txt bench/requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -r bench/requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $(INSTALLED)
 
@@ -42,10 +43,19 @@ browser-deps:
 	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get install -y -q $$missing; \
 	  else echo "missing:$$missing (apt-get install$$missing): browser tests will be skipped"; fi; fi
 
-lint: install
+lint: install pip-check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+
+# `pip check` of .venv: no installed package may miss or conflict with what it requires. The one exception is a
+# requirement a package of requirements-nodeps.txt declares and is deliberately installed without.
+NODEPS := $(shell sed -n 's/^\([A-Za-z0-9._-]*\)==.*/\1/p' requirements-nodeps.txt | paste -sd'|' -)
+pip-check: install
+	@problems="$$($(BIN)/python -m pip check 2>&1 | grep -v -i -E '^($(NODEPS)) [^ ]+ requires [^ ,]+, which is not installed\.$$' \
+	  | grep -v -E '^(No broken requirements found\.|WARNING: Location .* is ignored)')"; \
+	if [ -n "$$problems" ]; then echo "$$problems"; echo "pip check: the packages in $(VENV) disagree (above): fix the pins"; exit 1; fi; \
+	echo "pip check: clean (apart from what requirements-nodeps.txt leaves out on purpose)"
 
 format: install
 	$(BIN)/ruff check --fix .
@@ -63,7 +73,9 @@ messages: install
 # docs/operations.md).
 WEB ?= 2
 WORKERS ?= 1
+# Without DJANGO_DEBUG=1 the pages name the static files by their hashed names from collectstatic's manifest.
 serve: install
+	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python scripts/serve --web $(WEB) --workers $(WORKERS) --host $(HOST) --port $(PORT)
 

@@ -1,6 +1,6 @@
 """Building the model's context for a 10,000-message conversation: the platform against LangChain's trim_messages.
 
-    .venv/bin/pip install -r bench/requirements.txt        # LangChain, for this comparison only
+    make install                                            # langchain-core (requirements-dev.txt) included
     DATABASE_URL=postgres://... .venv/bin/python bench/context_window.py [--messages 10000] [--runs 20]
 
 The conversation is made of real dialogue turns (LoCoMo, ../shared/data/memory), cycled to --messages messages
@@ -14,11 +14,14 @@ Measured (median of --runs):
 - LangChain: trim_messages(strategy="last") over the same messages already in memory, with a tiktoken counter.
 Both sides get the same room (the budget less the system message) and count messages the same way, so their
 kept sets can be compared. Goal: at least 50x faster than LangChain, the context built in under 15 ms.
+
+Needs: `make install` (langchain-core comes with the tests' requirements); ../shared/data/memory/locomo_dev.json
+(BENCH_DATA_DIR elsewhere); a DATABASE_URL of yours for PostgreSQL figures (without it, a throwaway SQLite
+database). Each missing one stops the bench at once with what to do.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -26,15 +29,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA_DIR, setup_django
+from common import DATA_DIR, bench_parser, require_data, require_module, setup_django
 
+LOCOMO = DATA_DIR / "memory" / "locomo_dev.json"
 SYSTEM_PROMPT = "You are a helpful assistant. 你是一个乐于助人的助手。"
 MODEL = "gpt-4"
 
 
 def dialogue_turns() -> list[str]:
     """Every turn of the LoCoMo conversations, in order."""
-    conversations = json.loads((DATA_DIR / "memory" / "locomo_dev.json").read_text())
+    conversations = json.loads(LOCOMO.read_text())
     turns = []
     for item in conversations:
         sessions = item["conversation"]
@@ -96,18 +100,16 @@ def build_conversation(count: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
+    require_data(LOCOMO)
+    require_module("langchain_core", "make install (or .venv/bin/pip install -r bench/requirements.txt)")
     setup_django(prefix="context-bench-")
 
-    try:
-        from langchain_core.messages import AIMessage, HumanMessage, trim_messages
-    except ImportError:
-        sys.exit("LangChain is not installed: .venv/bin/pip install -r bench/requirements.txt")
-
     from django.db import connection
+    from langchain_core.messages import AIMessage, HumanMessage, trim_messages  # checked above, before the set-up
 
     from memory import overflow
     from memory.models import ConversationContext, Message

@@ -22,6 +22,11 @@ sizes (--scale 5000,10000) make several knowledge bases; --own-index gives each 
 queries in turns with the shared index alone and with their own (--scale-rounds).
 Goals (issue 6): hybrid >= the better single method on both sets; en_dbpedia nDCG@10 >= 0.50; cmrc2018 nDCG@10
 >= 0.97; ingestion >= 60 chunks/s of ~200 tokens on 2 cores; query p95 < 50 ms with 100,000 chunks on pgvector.
+
+Needs: `make install`; the data sets above in ../shared/data/kb (BENCH_DATA_DIR elsewhere); --database pgvector:
+scripts/pgvector-server running (a URL: a PostgreSQL role that can create databases; the bench database is dropped
+and made again); --ingest-workers: REDIS_URL. The local models come with the installed packages. Each missing one
+stops the bench at once with what to do.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA_DIR, setup_django
+from common import DATA_DIR, Missing, bench_parser, ensure_postgres, require_data, require_redis, setup_django
 
 KB_DIR = DATA_DIR / "kb"
 PGVECTOR_URL = "postgres://postgres@127.0.0.1:5433/kb_bench"
@@ -162,17 +167,26 @@ class CachedEmbedder:
 # --- set-up --------------------------------------------------------------------------------------------------------
 
 
+def check_needs(args: argparse.Namespace) -> None:
+    """Stop before any work when the run's data sets or services are missing."""
+    sets = set(filter(None, args.sets.split(",")))
+    if args.ingest_chunks or args.ingest_small or args.ingest_workers or args.scale:
+        sets.add("en_dbpedia")  # the ingestion document, the small documents and the scale test are made from it
+    require_data(*(KB_DIR / name / "corpus.jsonl" for name in sorted(sets)))
+    if args.ingest_workers:
+        if not os.environ.get("REDIS_URL"):
+            raise Missing(
+                "--ingest-workers queues the documents on Celery workers: set REDIS_URL (a Redis db of yours)."
+            )
+        require_redis(os.environ["REDIS_URL"])
+
+
 def prepare_database(kind: str) -> str:
     if kind == "sqlite":
         url = f"sqlite:///{tempfile.mkdtemp(prefix='kb-bench-')}/bench.sqlite3"
     else:
         url = PGVECTOR_URL if kind == "pgvector" else kind
-        import psycopg
-
-        base, name = url.rsplit("/", 1)
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
+        ensure_postgres(url, fresh=True)
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="kb-bench-media-"))
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
@@ -671,7 +685,7 @@ def measure_refresh(knowledge_base, document, rows, query: str, changed: int = 2
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--database", default="sqlite", help="sqlite, pgvector (127.0.0.1:5433/kb_bench) or a URL")
     parser.add_argument("--sets", default="en_dbpedia,zh_cmrc2018")
     parser.add_argument("--split", default="", help="qrels split (default: test / dev; cmrc2018 also has trial)")
@@ -714,6 +728,7 @@ def main() -> None:
     )
     parser.add_argument("--scale-rounds", type=int, default=2, help="with --own-index: timing rounds of each")
     args = parser.parse_args()
+    check_needs(args)
 
     url = prepare_database(args.database)
     setup_django("kb-bench-")

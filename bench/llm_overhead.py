@@ -11,6 +11,9 @@ Without DATABASE_URL it uses a throwaway SQLite database. Goal: gateway/direct <
 It also prints the CPU time this process spends per streamed reply on each path (time.process_time, all threads):
 with `--tokens 20 --delay 0` that is the floor a chat turn pays for its model call alone on this machine, whatever
 else the turn does (the load benchmark's zero-delay mode uses 20-token replies too).
+
+Needs: `make install` only (a throwaway SQLite database without DATABASE_URL; the scripted model server is started
+here). No data files, no services.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import setup_django
+from common import bench_parser, setup_django
 
 
 async def direct_run(client, model: str, messages: list) -> tuple[float, float, str]:
@@ -82,7 +85,7 @@ async def bench(args: argparse.Namespace, tenant, provider) -> dict[str, list[tu
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Gateway overhead against the openai SDK read directly.")
+    parser = bench_parser(__doc__, description="Gateway overhead against the openai SDK read directly.")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=500)

@@ -10,6 +10,9 @@ Every other request goes to the platform unchanged.
 Project settings that config/settings.py does not read from the environment (core.conf.DEFAULTS such as
 CHAT_MAX_TURNS or CHAT_STREAM_PREFIX) are taken from the environment here when set there, so that a bench run can
 compare values without editing the settings module.
+
+Needs: what bench/load_ws.py gives the processes it starts: DATABASE_URL (migrated), REDIS_URL, DJANGO_SECRET_KEY
+and the other settings of its bench_environment, and `make install`.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ bench tenant's admin, with a rate limit far above the run.
 
     .venv/bin/python bench/load_openai.py                          # C = 10,50,100, 20-token replies, 1 Daphne
     .venv/bin/python bench/load_openai.py --daphne 2 --requests 400
+
+Needs: what bench/load_ws.py needs: `make install`, PostgreSQL at --database-url (the role needs CREATEDB; a missing
+one is created when this machine's `postgres` superuser can, otherwise the bench says how) and Redis at --redis-url.
+No data files.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BASE_DIR, setup_django
+from common import BASE_DIR, bench_parser, ensure_postgres, require_redis, setup_django
 from load_ws import (
     DEFAULT_DATABASE_URL,
     DEFAULT_REDIS_URL,
@@ -40,7 +44,6 @@ from load_ws import (
     CpuWindow,
     bench_environment,
     delete_redis_keys,
-    ensure_database,
     ensure_fixtures,
     log,
     percentile,
@@ -171,7 +174,7 @@ async def run(args: argparse.Namespace, servers: list[Any], secret: str, model: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__, description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", default="10,50,100")
     parser.add_argument("--requests", type=int, default=300, help="requests per concurrency level and mode")
     parser.add_argument("--daphne", type=int, default=1)
@@ -183,8 +186,9 @@ def main(argv: list[str] | None = None) -> None:
     args.levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     run_id = uuid.uuid4().hex[:10]
     environment = {**bench_environment(args, run_id), "API_KEY_RATE": "1000000/s"}
+    require_redis(args.redis_url)
+    ensure_postgres(args.database_url)
     os.environ.update(environment)
-    ensure_database(args.database_url)
     setup_django()
 
     from llm.fake_server import spawn

@@ -32,6 +32,11 @@ DATABASE_POOL_MAX_SIZE are passed to Daphne, so settings can be compared run aga
 
 With `--ports`, the servers must use the same database (their model provider is set up by the bench); statement
 counts and CPU are reported only when they serve bench.load_asgi:application on this machine.
+
+Needs: `make install`; PostgreSQL at --database-url (default postgres://agentplat@127.0.0.1:5432/agentplat_bench:
+the role needs CREATEDB; a missing role on this machine is created through the `postgres` superuser when that logs
+in without a password, otherwise the bench says how to create it); Redis at --redis-url (default db 14 on
+127.0.0.1:6379). No data files. Each missing one stops the bench at once with what to do.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BASE_DIR, setup_django
+from common import BASE_DIR, bench_parser, ensure_postgres, require_redis, setup_django
 
 HOST = "127.0.0.1"
 DEFAULT_DATABASE_URL = "postgres://agentplat@127.0.0.1:5432/agentplat_bench"
@@ -310,25 +315,6 @@ def delete_redis_keys(redis_url: str, prefixes: Iterable[str]) -> None:
 
 
 # --- database and fixtures (the bench process's own Django) ---------------------------------------------------------
-
-
-def ensure_database(url: str) -> None:
-    """Create the PostgreSQL database of `url` if it does not exist (the role needs CREATEDB)."""
-    if not url.startswith(("postgres://", "postgresql://")):
-        return
-    import psycopg
-    from psycopg import sql
-
-    params = psycopg.conninfo.conninfo_to_dict(url)
-    name = params.get("dbname")
-    if not name:
-        return
-    admin = psycopg.conninfo.make_conninfo(url, dbname="postgres")
-    with psycopg.connect(admin, autocommit=True) as connection:
-        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            log(f"creating database {name}")
-            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
 @dataclass
@@ -1194,7 +1180,7 @@ def idle_table(result: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("load", "ceiling", "idle"), default="load")
     parser.add_argument("--concurrency", default="1,10,50,100,200,500", help="comma-separated chat counts C")
     parser.add_argument("--turns", type=int, help="turns per chat (default 3; 10 in ceiling mode)")
@@ -1251,8 +1237,9 @@ def main(argv: list[str] | None = None) -> None:
     run_id = uuid.uuid4().hex[:10]
     environment = bench_environment(args, run_id)
     exported = {k: v for k, v in os.environ.items() if PASSED_THROUGH.match(k) and k not in environment}
+    require_redis(args.redis_url)
+    ensure_postgres(args.database_url)
     os.environ.update(environment)
-    ensure_database(args.database_url)
     setup_django()  # migrates the bench database
 
     from llm.fake_server import spawn

@@ -50,11 +50,15 @@ with 10,000 events on PostgreSQL.
 
 Vectors of stored texts are cached on disk (--cache, outside the repository) so a second run does not embed
 everything again; questions are always embedded by the model.
+
+Needs: `make install`; ../shared/data/memory/locomo_dev.json (BENCH_DATA_DIR elsewhere); --database postgres: the
+PostgreSQL server on 127.0.0.1:5432 with the role agentplat able to create databases (a missing role is created
+when this machine's `postgres` superuser can, otherwise the bench says how). Each missing one stops the bench at once
+with what to do.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -70,9 +74,10 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
+import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA_DIR, setup_django
+from common import DATA_DIR, bench_parser, ensure_postgres, require_data, setup_django
 from kb_retrieval import CachedEmbedder, percentile
 
 LOCOMO = DATA_DIR / "memory" / "locomo_dev.json"
@@ -174,21 +179,17 @@ def prepare_database(kind: str) -> str:
         url = f"sqlite:///{tempfile.mkdtemp(prefix='memory-bench-')}/bench.sqlite3"
     else:
         url = POSTGRES_URL if kind == "postgres" else kind
-        _postgres_admin(url, create=True)
+        ensure_postgres(url, fresh=True)
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="memory-bench-media-"))
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
     return url
 
 
-def _postgres_admin(url: str, *, create: bool) -> None:
-    import psycopg
-
+def _drop_database(url: str) -> None:
     base, name = url.rsplit("/", 1)
     with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if create:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 class _Clock:
@@ -523,7 +524,7 @@ def measure_latency(conversation, questions: list[str], rounds: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--database", default="sqlite", help="sqlite, postgres (127.0.0.1:5432, a bench db) or a URL")
     parser.add_argument("--events", type=int, default=10000, help="events of the latency test (0: skip it)")
     parser.add_argument("--rounds", type=int, default=1, help="timed passes over the questions")
@@ -531,6 +532,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL bench database")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "agentplat-memory-bench" / "vectors.sqlite3"))
     args = parser.parse_args()
+    require_data(LOCOMO)
 
     samples = load_locomo()
     url = prepare_database(args.database)
@@ -590,7 +592,7 @@ def main() -> None:
     finally:
         if connection.vendor == "postgresql" and not args.keep:
             connections.close_all()
-            _postgres_admin(url, create=False)
+            _drop_database(url)
             print(f"dropped {url.rsplit('/', 1)[1]}")
 
 

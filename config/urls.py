@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import include, path
+from django.utils.functional import lazy
 from django.views.generic import RedirectView
 
 from api import openai_compat
@@ -10,8 +11,10 @@ from config.redoc import redoc_bundle
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
-    # Browsers ask for /favicon.ico on pages that name no icon (the admin's): the site's icon, not a 404.
-    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=False), name="favicon"),
+    # Browsers ask for /favicon.ico on pages that name no icon (the admin's): the site's icon, not a 404. Its URL is
+    # looked up at the request (lazy): loading the URLconf, as migrate's checks do, must not need the static
+    # files' manifest, which only collectstatic writes.
+    path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("favicon.svg"), permanent=False), name="favicon"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),

@@ -196,7 +196,7 @@ def _asgi_server(django_db_setup, django_db_blocker):
 def asgi_live_server(_asgi_server, transactional_db, settings):
     """Like pytest-django's `live_server`, but ASGI: websockets are served (pytest-django's server is WSGI only).
 
-    Daphne runs in a thread of this process, so it shares the test database (SQLite in memory included) and the
+    Daphne runs in a thread of this process, so it shares the test database (the SQLite file included) and the
     in-memory channel layer. Twisted's reactor cannot restart, so one server lives for the whole session.
     """
     # A fresh chat frame log in Redis for each test: a recreated test database reuses conversation ids, and an

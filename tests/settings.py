@@ -1,6 +1,8 @@
 """Test settings: the project's settings plus a small tenant-owned fixture app used to test the tenancy layer."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production-0123456789")
@@ -30,3 +32,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F
     # stopped inside an atomic block) holds its locks until the server ends it: after 2 minutes, so a later test's
     # flush (TRUNCATE of every table) waits for that at worst instead of hanging the run.
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c idle_in_transaction_session_timeout=120s"  # noqa: F405
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A file, as `make run` has, not Django's default in-memory database: that one is in SQLite's shared-cache mode,
+    # where a connection reading a table another thread is writing fails at once with "database table is locked"
+    # (no busy wait applies there), so tests with a background thread (ingestion, the live ASGI server) failed now
+    # and then under load. The file gets the product's WAL, immediate transactions and busy wait; its directory is
+    # this process's own, so runs side by side never share it.
+    _test_database_dir = tempfile.mkdtemp(prefix="agentplat-test-db-")
+    atexit.register(shutil.rmtree, _test_database_dir, ignore_errors=True)
+    DATABASES["default"]["TEST"] = {"NAME": os.path.join(_test_database_dir, "test.sqlite3")}  # noqa: F405

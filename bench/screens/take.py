@@ -15,11 +15,13 @@ never `playwright install`) through Playwright as the demo users, walks the demo
 - knowledge-search.png  a hybrid search of the restaurant's menu knowledge base (restaurant admin)
 
 Each PNG is 1280x800 and is passed through `optipng` when it is installed (`apt-get install optipng`).
+
+Needs: `make install` (Playwright); Debian's chromium and fonts-noto-cjk (`make browser-deps` installs them);
+optipng optional. No data files, no database or Redis of yours.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -34,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from bench.common import Missing, bench_parser  # noqa: E402
 from tests.browser import pages  # noqa: E402 (the browser tests' page steps and Chromium launch)
 from tests.browser.pages import CHROMIUM, CHROMIUM_ARGS, start_conversation  # noqa: E402
 
@@ -209,13 +212,17 @@ SHOTS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img", help="where the PNGs go (docs/img)")
     parser.add_argument("--locale", default="zh-CN", help="the browser's language (zh-CN or en-US)")
     parser.add_argument("--only", nargs="*", choices=sorted(SHOTS), help="take only these screenshots")
     args = parser.parse_args()
     if not os.path.exists(CHROMIUM):
-        sys.exit("Chromium is not installed: apt-get install chromium fonts-noto-cjk")
+        raise Missing(
+            f"Chromium is not installed ({CHROMIUM}): make browser-deps (apt-get install chromium fonts-noto-cjk)"
+        )
+    if not any(Path("/usr/share/fonts").rglob("NotoSansCJK*")):
+        raise Missing("no CJK font: the Chinese pages would render as boxes. make browser-deps (fonts-noto-cjk)")
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from playwright.sync_api import sync_playwright
 
