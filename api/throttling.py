@@ -69,18 +69,20 @@ class StreamSlot:
     key: str
     token: str
 
+    # The cache calls run in a worker thread of their own (asyncio.to_thread), not through Django's async cache
+    # methods: those queue on the process's one thread-sensitive thread, where other work (a turn's database writes,
+    # an eager task after a turn) can hold a stream's release back for seconds.
     async def renew_forever(self) -> None:
         while True:
             await asyncio.sleep(STREAM_LEASE_SECONDS / 3)
-            await cache.aset(self.key, self.token, STREAM_LEASE_SECONDS)
+            await asyncio.to_thread(cache.set, self.key, self.token, STREAM_LEASE_SECONDS)
 
     def release(self) -> None:
         if cache.get(self.key) == self.token:  # not a place taken by another stream after this one's lease ran out
             cache.delete(self.key)
 
     async def arelease(self) -> None:
-        if await cache.aget(self.key) == self.token:
-            await cache.adelete(self.key)
+        await asyncio.to_thread(self.release)
 
 
 def stream_slot_take(tenant_id: int) -> StreamSlot | None:

@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
+
+
+def gettext_noop(message: str) -> str:
+    """Marks `message` for the catalogue (makemessages knows this name) without Django's gettext_noop, which reads
+    the settings: config.settings imports this module, so reading them here would configure Django from the settings
+    module while it is half-imported (every setting after this import missing, DATABASES empty)."""
+    return message
+
 
 TITLE = gettext_noop("Agent platform API")
 DESCRIPTION = gettext_noop(
