@@ -29,8 +29,8 @@ def test_a_key_taken_by_another_registrant_is_refused_naming_both():
         things.register("menu", _second)
     message = str(refused.value)
     assert "'menu' is already registered in the test things" in message
-    first_line = _line_of("things.register(\"menu\", _first)")
-    second_line = _line_of("things.register(\"menu\", _second)")
+    first_line = _line_of('things.register("menu", _first)')
+    second_line = _line_of('things.register("menu", _second)')
     assert f"by tests.core.test_registry line {first_line};" in message
     assert f"tests.core.test_registry line {second_line} registers another one" in message
     assert things.get("menu") is _first
