@@ -23,6 +23,7 @@ from agents import frames
 from agents.config import AgentConfig, conversation_config
 from agents.models import AgentKind
 from core.db import database_sync_to_async
+from core.registry import Registry
 from llm import errors
 from llm.errors import LLMError
 from memory.longterm.recall import Recalled, recall_for_turn
@@ -236,23 +237,19 @@ class TurnRunner:
             return await turn.fail(errors.PROVIDER_ERROR)
 
 
-_runners: dict[str, TurnRunner] = {}
+_runners: Registry[TurnRunner] = Registry("the turn runners (agents.runtime), by agent kind")
 
 
 def register_runner(runner: TurnRunner) -> TurnRunner:
     """Let `runner` answer the turns of agents of its kinds (called from an app's ready(), or at import)."""
     for kind in runner.kinds:
-        _runners[kind] = runner
+        _runners.register(kind, runner)
     return runner
 
 
 def runner_for(kind: str) -> TurnRunner:
     """The runner of `kind`; an unknown kind (an old version's) is answered as a chat agent."""
-
-    runner = _runners.get(kind) or _runners.get(AgentKind.CHAT)
-    if runner is None:
-        raise LookupError(f"No turn runner is registered for agents of kind {kind!r}.")
-    return runner
+    return _runners.find(kind) or _runners.get(AgentKind.CHAT)
 
 
 def _turn_setup(conversation: Conversation) -> tuple[AgentConfig, ConversationContext | None]:

@@ -15,6 +15,10 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from config.body_limit import install as install_body_limit  # noqa: E402
 from config.origin import SameOriginValidator  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
+from core.registry import require_slots  # noqa: E402
+
+# A registration an app should have made (the conversation page, the server-turn runner) refuses the start.
+require_slots()
 
 # Daphne reads a whole request body before the application sees it: bound it while it is read.
 install_body_limit()

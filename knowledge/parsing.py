@@ -25,6 +25,7 @@ from django.utils.translation import gettext as _
 
 from core.bounded import TooDeep
 from core.conf import setting
+from core.registry import Registry
 
 
 def max_upload_bytes() -> int:
@@ -59,26 +60,25 @@ class Parser:
         raise NotImplementedError
 
 
-_parsers: dict[str, Parser] = {}
+_parsers: Registry[Parser] = Registry("the document parsers (knowledge.parsing), by file type")
 
 
 def register_parser(parser: Parser) -> Parser:
-    _parsers[parser.file_type] = parser
-    return parser
+    return _parsers.register(parser.file_type, parser)
 
 
 def parser_for(file_type: str) -> Parser:
-    try:
-        return _parsers[file_type]
-    except KeyError:
+    parser = _parsers.find(file_type)
+    if parser is None:
         raise ParseError(
             _("Files of type “%(type)s” cannot be read. Upload one of: %(types)s.")
             % {"type": file_type, "types": supported_extensions_text()}
-        ) from None
+        )
+    return parser
 
 
 def supported_extensions() -> list[str]:
-    return [ext for parser in _parsers.values() for ext in parser.extensions]
+    return [ext for parser in _parsers for ext in parser.extensions]
 
 
 def supported_extensions_text() -> str:
@@ -88,7 +88,7 @@ def supported_extensions_text() -> str:
 def file_type_for(name: str) -> str:
     """The file type of a file name, from its extension; ParseError for an unsupported one."""
     extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    for parser in _parsers.values():
+    for parser in _parsers:
         if extension in parser.extensions:
             return parser.file_type
     raise ParseError(

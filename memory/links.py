@@ -5,21 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from core.registry import Slot
 from memory.models import Conversation
 
-_page: Callable[[Conversation], str] | None = None
+_page: Slot[Callable[[Conversation], str]] = Slot(
+    "the conversation page (memory.links)", filled_by="the chat app (chat.apps.ChatConfig)"
+)
 
 
 def register_conversation_page(url_of: Callable[[Conversation], str]) -> None:
     """`url_of(conversation)` is the page of a conversation; called from the surface's AppConfig.ready()."""
-    global _page
-    _page = url_of
+    _page.register(url_of)
 
 
-def conversation_page(conversation: Conversation) -> str | None:
-    """The page of `conversation`, or None when no surface shows conversations."""
-    return _page(conversation) if _page is not None else None
+def conversation_page(conversation: Conversation) -> str:
+    """The page of `conversation` (core.registry.NotRegistered when no surface registered one)."""
+    return _page.get()(conversation)
 
 
 def conversation_page_registered() -> bool:
-    return _page is not None
+    return _page.filled

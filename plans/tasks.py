@@ -14,10 +14,8 @@ from asgiref.sync import async_to_sync
 from celery import shared_task
 
 from agents.asktimer import AskTimer
-from agents.runtime import run_turn
-from agents.sinks import NullSink
 from core.conf import setting
-from memory.services import message_add
+from core.registry import Slot
 from plans.models import Plan, PlanStatus
 from tenants.scope import all_tenants, tenant_scope
 
@@ -27,15 +25,16 @@ NO_REPLY = "用户暂未回复 / the user has not replied"
 ask_timer = AskTimer(task_name="plans.ask_timeout", label="plan")
 
 
-# The surface that runs a turn the server starts (engine.turns.run_server_turn, registered by the chat app): it
-# claims the conversation like a typed message would and streams the frames. Without one, the turn runs silently.
+# The surface that runs a turn the server starts (engine.turns.run_server_turn, registered by the engine app): it
+# claims the conversation like a typed message would and streams the frames.
 ServerTurn = Callable[..., Awaitable[bool]]
-_server_turn: ServerTurn | None = None
+_server_turn: Slot[ServerTurn] = Slot(
+    "the server-turn runner (plans.tasks)", filled_by="the engine app (engine.apps.EngineConfig)"
+)
 
 
 def register_server_turn(runner: ServerTurn) -> None:
-    global _server_turn
-    _server_turn = runner
+    _server_turn.register(runner)
 
 
 @shared_task(name=ask_timer.task_name)
@@ -50,11 +49,7 @@ def plan_ask_timeout(plan_id: int, interrupted_at: str | None = None) -> bool:
         return False
     conversation = plan.conversation
     with tenant_scope(conversation.tenant):
-        if _server_turn is not None:
-            return async_to_sync(_server_turn)(conversation=conversation, content=NO_REPLY)
-        message = message_add(conversation=conversation, role="user", content=NO_REPLY)
-        async_to_sync(run_turn)(conversation=conversation, user_message=message, sink=NullSink())
-    return True
+        return async_to_sync(_server_turn.get())(conversation=conversation, content=NO_REPLY)
 
 
 def ask_timeout_seconds() -> float:

@@ -8,11 +8,12 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db import models
-from django.db.models import Count, Q, Value
+from django.db.models import Count, Q
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from core.bounded import BoundedJSONFormField
+from core.registry import Slot
 from tenants.admin_site import is_platform_admin, is_tenant_admin
 from tenants.models import Membership, Role, Tenant, TenantOwned
 from tenants.packs import all_packs, pack_enabled, pack_name, pack_of_model
@@ -220,13 +221,12 @@ class TenantUsage(Protocol):
     def usage_chart(self, *, tenant: Tenant) -> Any: ...
 
 
-_usage: TenantUsage | None = None
+_usage: Slot[TenantUsage] = Slot("the tenant admin's token usage (tenants.admin)", filled_by="the llm app (llm.apps)")
 
 
 def register_tenant_usage(usage: TenantUsage) -> None:
     """Show this usage in the tenant admin (its column, ordering and chart); called from llm's AppConfig.ready()."""
-    global _usage
-    _usage = usage
+    _usage.register(usage)
 
 
 class TenantForm(forms.ModelForm):
@@ -277,9 +277,7 @@ class TenantAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("tokens this month / budget"), ordering="tokens_month")
     def tokens_this_month(self, obj: Tenant) -> str:
-        if _usage is None:
-            return "—"
-        return _usage.budget_cell(obj.tokens_month, obj.monthly_token_budget)
+        return _usage.get().budget_cell(obj.tokens_month, obj.monthly_token_budget)
 
     def delete_model(self, request: HttpRequest, obj: Tenant) -> None:
         tenant_delete(tenant=obj)
@@ -292,12 +290,12 @@ class TenantAdmin(admin.ModelAdmin):
         # The tokens-per-day chart (T5, L3) under the tenant's fields; only for a tenant this user may see.
         tenant = self.get_object(request, object_id)
         extra_context = dict(extra_context or {})
-        if _usage is not None and tenant is not None and self.has_view_permission(request, tenant):
-            extra_context["llm_usage"] = _usage.usage_chart(tenant=tenant)
+        if tenant is not None and self.has_view_permission(request, tenant):
+            extra_context["llm_usage"] = _usage.get().usage_chart(tenant=tenant)
         return super().change_view(request, object_id, form_url, extra_context)
 
     def get_queryset(self, request: HttpRequest):
-        tokens = _usage.tokens_this_month_subquery() if _usage is not None else Value(0)
+        tokens = _usage.get().tokens_this_month_subquery()
         queryset = super().get_queryset(request).annotate(member_count=Count("memberships"), tokens_month=tokens)
         if is_platform_admin(request):
             return queryset

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from core.registry import Registry, qualified_name
 from tenants.models import Tenant
 
 # seeder(tenants, write): `write` prints one line of the command's output.
 DemoSeeder = Callable[[Sequence[Tenant], Callable[[str], None]], None]
 
 # (seeder, the key of the pack it seeds for, "" for the platform's own demo data), in registration order.
-_seeders: list[tuple[DemoSeeder, str]] = []
+_seeders: Registry[tuple[DemoSeeder, str]] = Registry("the demo seeders (tenants.demo)")
 
 
 def register_demo_seeder(seeder: DemoSeeder, *, pack: str = "") -> None:
     """Add a seeder, of a pack's demo data when `pack` is given (registering the same one twice keeps one)."""
-    if all(existing is not seeder for existing, _pack in _seeders):
-        _seeders.append((seeder, pack))
+    _seeders.register(qualified_name(seeder), (seeder, pack))
 
 
 def run_demo_seeders(tenants: Sequence[Tenant], write: Callable[[str], None], *, pack: str | None = None) -> None:

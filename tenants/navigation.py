@@ -9,6 +9,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.functional import Promise
 
+from core.registry import Registry
+
 
 @dataclass(frozen=True)
 class HomeCard:
@@ -24,12 +26,12 @@ class HomeCard:
         return reverse(self.url_name)
 
 
-_cards: dict[str, HomeCard] = {}
+_cards: Registry[HomeCard] = Registry("the home page cards (tenants.navigation)", order=lambda card: card.order)
 
 
 def register_card(card: HomeCard) -> None:
-    _cards[card.key] = card
+    _cards.register(card.key, card)
 
 
 def cards_for(request: HttpRequest) -> list[HomeCard]:
-    return sorted((card for card in _cards.values() if card.visible(request)), key=lambda card: card.order)
+    return [card for card in _cards if card.visible(request)]

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from django.db import models
 from django.utils.functional import Promise
 
+from core.registry import Registry
+
 if TYPE_CHECKING:
     from tenants.models import Tenant
 
@@ -28,29 +30,25 @@ class Pack:
     description: str | Promise = ""
 
 
-_packs: dict[str, Pack] = {}
+_packs: Registry[Pack] = Registry("the packs (tenants.packs)", order=lambda pack: pack.key)
 
 
 def register_pack(pack: Pack) -> Pack:
     """Declare a pack (from its AppConfig.ready()); registering the same declaration again is harmless."""
-    existing = _packs.get(pack.key)
-    if existing is not None and existing != pack:
-        raise ValueError(f"Another pack is already registered as {pack.key!r}.")
-    _packs[pack.key] = pack
-    return pack
+    return _packs.register(pack.key, pack)
 
 
 def all_packs() -> list[Pack]:
-    return sorted(_packs.values(), key=lambda pack: pack.key)
+    return _packs.values()
 
 
 def get_pack(key: str) -> Pack | None:
-    return _packs.get(key)
+    return _packs.find(key)
 
 
 def pack_name(key: str) -> str:
     """The pack's name for messages (its key when it is not registered)."""
-    pack = _packs.get(key)
+    pack = _packs.find(key)
     return str(pack.name) if pack is not None else key
 
 

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from core.registry import Registry, qualified_name
 from tenants.models import Membership, Role, Tenant
 from tenants.packs import get_pack
 
@@ -23,14 +24,13 @@ def tenant_ensure(*, slug: str, name: str, monthly_token_budget: int | None = No
 
 
 TenantCleanup = Callable[[Tenant], None]
-_cleanups: list[TenantCleanup] = []
+_cleanups: Registry[TenantCleanup] = Registry("the tenant cleanups (tenants.services)")
 
 
 def register_tenant_cleanup(cleanup: TenantCleanup) -> None:
     """Let an app above this one remove what goes with a tenant beyond its rows (stored files, a knowledge base's
     own vector index): `cleanup(tenant)` runs in tenant_delete's transaction, before the tenant's rows go."""
-    if cleanup not in _cleanups:
-        _cleanups.append(cleanup)
+    _cleanups.register(qualified_name(cleanup), cleanup)
 
 
 @transaction.atomic

@@ -14,32 +14,31 @@ from typing import TYPE_CHECKING, Any
 from django.utils.translation import gettext as _
 
 from agents.tools.base import Tool, ToolCallContext, ToolResult
+from core.registry import Registry
 from tenants.packs import pack_enabled, pack_name
 
 if TYPE_CHECKING:
     from tenants.models import Tenant
 
-_tools: dict[str, Tool] = {}
+_tools: Registry[Tool] = Registry("the tools (agents.tools.registry)", order=lambda tool: tool.name)
 
 
 def register_tool(tool: Tool | type[Tool]) -> Tool:
-    """Register a tool (an instance, or a class to instantiate); usable as a class decorator. Names are unique."""
+    """Register a tool (an instance, or a class to instantiate); usable as a class decorator. Names are unique:
+    another tool of a registered name is refused (core.registry.DuplicateRegistration, a ValueError)."""
     instance = tool() if isinstance(tool, type) else tool
     if not instance.name:
         raise ValueError(f"{type(instance).__name__} has no name")
-    existing = _tools.get(instance.name)
-    if existing is not None and type(existing) is not type(instance):
-        raise ValueError(f"A tool named {instance.name!r} is already registered ({type(existing).__name__}).")
-    _tools[instance.name] = instance
+    _tools.register(instance.name, instance)
     return tool if isinstance(tool, type) else instance
 
 
 def get_tool(name: str) -> Tool | None:
-    return _tools.get(name)
+    return _tools.find(name)
 
 
 def all_tools() -> list[Tool]:
-    return sorted(_tools.values(), key=lambda tool: tool.name)
+    return _tools.values()
 
 
 def tool_labels(language: str | None = None) -> dict[str, str]:
@@ -55,12 +54,13 @@ def tools_available(tenant: Tenant) -> list[Tool]:
 
 def tools_for(names: Iterable[str], *, tenant: Tenant) -> list[Tool]:
     """The tools among `names` that `tenant` may use, in that order (unknown and unavailable names left out)."""
-    return [_tools[name] for name in names if name in _tools and pack_enabled(tenant, _tools[name].pack)]
+    tools = (_tools.find(name) for name in names)
+    return [tool for tool in tools if tool is not None and pack_enabled(tenant, tool.pack)]
 
 
 def tool_refusal(name: str, *, tenant: Tenant | None) -> str | None:
     """Why `tenant` may not use the tool `name`, in words that say what to do (None: it may)."""
-    tool = _tools.get(name)
+    tool = _tools.find(name)
     if tool is None:
         return _("No tool named “%(name)s” is registered.") % {"name": name}
     if pack_enabled(tenant, tool.pack):

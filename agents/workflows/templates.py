@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from django.utils.functional import Promise
 
+from core.registry import Registry
 from tenants.packs import pack_enabled
 
 if TYPE_CHECKING:
@@ -28,29 +29,25 @@ class WorkflowTemplate:
         return self.path.read_text(encoding="utf-8")
 
 
-_templates: dict[str, WorkflowTemplate] = {}
+_templates: Registry[WorkflowTemplate] = Registry("the workflow templates (agents.workflows.templates)")
 
 
 def register_template(template: WorkflowTemplate) -> WorkflowTemplate:
     """Offer `template` on the workflows page (registering the same one again is harmless)."""
-    existing = _templates.get(template.key)
-    if existing is not None and existing != template:
-        raise ValueError(f"Another workflow template is already registered as {template.key!r}.")
-    _templates[template.key] = template
-    return template
+    return _templates.register(template.key, template)
 
 
 def templates_for(tenant: Tenant) -> list[WorkflowTemplate]:
     """The templates `tenant` is offered: the platform's and those of the packs enabled for it."""
-    return [template for template in _templates.values() if pack_enabled(tenant, template.pack)]
+    return [template for template in _templates if pack_enabled(tenant, template.pack)]
 
 
 def template_for(key: str, *, tenant: Tenant) -> WorkflowTemplate | None:
     """The template `key` if `tenant` is offered it (None otherwise, as for a key that does not exist)."""
-    template = _templates.get(key)
+    template = _templates.find(key)
     return template if template is not None and pack_enabled(tenant, template.pack) else None
 
 
 def template_text(key: str) -> str:
-    """The YAML of the registered template `key`, whatever the tenant (KeyError when there is none)."""
-    return _templates[key].text()
+    """The YAML of the registered template `key`, whatever the tenant (a KeyError when there is none)."""
+    return _templates.get(key).text()

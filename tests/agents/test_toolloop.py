@@ -249,8 +249,15 @@ async def test_ask_user_ends_the_turn_with_the_question(tenant, make_conversatio
     assert [m.role for m in rows] == ["user", "assistant", "tool", "assistant"]
 
 
-async def test_a_registered_runner_answers_its_kind(tenant, make_conversation, scripted_llm, monkeypatch):
-    monkeypatch.setattr(runtime, "_runners", dict(runtime._runners))
+@pytest.fixture
+def planner_kind_free():
+    # The planner's runner gives way to the test's for this test only.
+    with runtime._runners.restored() as runners:
+        runners.unregister("planner")
+        yield
+
+
+async def test_a_registered_runner_answers_its_kind(tenant, make_conversation, scripted_llm, planner_kind_free):
     seen = []
 
     class Echo(runtime.TurnRunner):

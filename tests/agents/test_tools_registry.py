@@ -59,3 +59,14 @@ def test_a_name_cannot_be_taken_by_another_tool_class():
 
     with pytest.raises(ValueError, match="already registered"):
         register_tool(Other)
+
+
+def test_another_function_cannot_take_a_registered_name():
+    def other(a: float, b: float) -> float:
+        return a - b
+
+    with pytest.raises(
+        ValueError, match=r"'test_add' is already registered in the tools .* by tests\.agents\.test_tools"
+    ):
+        python_tool(name="test_add", description_en="Subtract.")(other)
+    assert get_tool("test_add").func is _add

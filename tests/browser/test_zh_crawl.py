@@ -97,15 +97,18 @@ def _registered_by_a_test(tool) -> bool:
 
 
 @pytest.fixture
-def demo(transactional_db, settings, tmp_path, monkeypatch):
+def demo(transactional_db, settings, tmp_path):
     settings.MEDIA_ROOT = str(tmp_path / "media")
     # Other test modules register throwaway tools (English-only descriptions) in the one registry at import; a
     # platform never has them, so the crawl reads the pages without them (the server is a thread of this process).
     from agents.tools import registry
 
-    kept = {name: tool for name, tool in registry._tools.items() if not _registered_by_a_test(tool)}
-    monkeypatch.setattr(registry, "_tools", kept)
-    call_command("seed_demo", password=PASSWORD, stdout=open(os.devnull, "w"))  # noqa: SIM115
+    with registry._tools.restored() as tools:
+        for name, tool in tools.items():
+            if _registered_by_a_test(tool):
+                tools.unregister(name)
+        call_command("seed_demo", password=PASSWORD, stdout=open(os.devnull, "w"))  # noqa: SIM115
+        yield
 
 
 ALLOWED_CAPITALS = {word.upper() for word in ALLOWED}

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from agents.packs.restaurant import PACK
-from agents.tools import ToolCallContext, ToolResult, get_tool, python_tool
+from agents.tools import ToolCallContext, ToolResult, python_tool
 
 SPICY_WORDS = ("辣", "麻", "椒", "spicy", "chili", "chilli", "hot", "pepper", "sichuan", "szechuan")
 
@@ -25,10 +25,7 @@ MOBILE = re.compile(r"^\+?\d{6,15}$")
 
 
 def _register(name: str, **kwargs: Any):
-    # Registering twice (a reloaded module in development) is harmless; another tool of the name is an error.
-    existing = get_tool(name)
-    if existing is not None:
-        return lambda func: func
+    # The registry takes a reloaded module's registration again and refuses another tool of the name.
     return python_tool(name=name, pack=PACK, **kwargs)
 
 
