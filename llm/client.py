@@ -23,6 +23,7 @@ from django.conf import settings
 from core.db import database_sync_to_async
 from llm import errors
 from llm.errors import LLMError
+from llm.messages import ChatMessage, wire
 from llm.models import CallStatus, ModelProvider, Purpose, UsageSource
 from llm.quota import quota_check, quota_fits_cached, quota_ledger_add
 from llm.selectors import connection_for
@@ -31,8 +32,6 @@ from llm.transports import Connection, transport_for
 from tenants.models import Tenant
 
 logger = logging.getLogger("llm.calls")
-
-Message = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +191,7 @@ class _Request:
 def _chat_request(
     *,
     tenant: Tenant,
-    messages: Sequence[Message],
+    messages: Sequence[ChatMessage],
     provider: ModelProvider | None,
     connection: Connection | None,
     model: str | None,
@@ -213,7 +212,7 @@ def _chat_request(
     model = model or (provider.default_chat_model if provider is not None else "")
     if not model:
         raise ValueError("stream_chat() needs a model (or a provider with a default chat model).")
-    sent = list(messages)
+    sent = wire(messages)
     params: dict[str, Any] = {"model": model, "messages": sent}
     if tools:
         params["tools"] = list(tools)
@@ -384,7 +383,7 @@ class _Call:
 async def stream_chat(
     *,
     tenant: Tenant,
-    messages: Sequence[Message],
+    messages: Sequence[ChatMessage],
     provider: ModelProvider | None = None,
     connection: Connection | None = None,
     model: str | None = None,
@@ -504,7 +503,7 @@ async def embed_texts(
     started = time.perf_counter()
     connection = connection or connection_for(provider)  # type: ignore[arg-type]
     model = model or (provider.embedding_model if provider is not None else "")
-    messages = [{"role": "user", "content": text} for text in inputs]
+    messages = wire(ChatMessage.user(text) for text in inputs)
     base = {
         "tenant": tenant,
         "provider_id": connection.provider_id,
