@@ -14,8 +14,11 @@ Stored history stays in the OpenAI form (assistant `tool_calls` + `tool` message
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from llm.messages import ChatMessage, Role
 
 if TYPE_CHECKING:
     from agents.tools import Tool
@@ -167,33 +170,32 @@ def parse_reply(text: str) -> Parsed:
     return Parsed("user", text=answer)
 
 
-def sys_message(content: str) -> dict[str, str]:
+def sys_message(content: str) -> ChatMessage:
     """What the platform tells the model, as the seed does: a user message starting with `sys:`."""
-    return {"role": "user", "content": SYS + content}
+    return ChatMessage.user(SYS + content)
 
 
-def to_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored OpenAI-form history as the protocol's text: tool calls become `to_sys:` replies, tool results `sys:`
-    messages, other assistant replies `to_user:` replies, user messages `user:` messages (the system one stays)."""
-    result: list[dict[str, Any]] = []
+def to_text_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Stored history as the protocol's text: tool calls become `to_sys:` replies, tool results `sys:` messages,
+    other assistant replies `to_user:` replies, user messages `user:` messages (the system one stays)."""
+    result: list[ChatMessage] = []
     for message in messages:
-        role = message.get("role")
-        content = message.get("content") or ""
-        if role == "assistant" and message.get("tool_calls"):
-            for call in message["tool_calls"]:
+        role, content = message.role, message.text
+        if role == Role.ASSISTANT and message.tool_calls:
+            for call in message.tool_calls:
                 function = call.get("function") or {}
                 try:
                     arguments = json.loads(function.get("arguments") or "{}")
                 except ValueError:
                     arguments = {}
                 data = {"app": function.get("name", ""), **(arguments if isinstance(arguments, dict) else {})}
-                result.append({"role": "assistant", "content": TO_SYS + " " + json.dumps(data, ensure_ascii=False)})
-        elif role == "assistant":
-            result.append({"role": "assistant", "content": TO_USER + " " + content})
-        elif role == "tool":
+                result.append(ChatMessage.assistant(TO_SYS + " " + json.dumps(data, ensure_ascii=False)))
+        elif role == Role.ASSISTANT:
+            result.append(ChatMessage.assistant(TO_USER + " " + content))
+        elif role == Role.TOOL:
             result.append(sys_message(content))
-        elif role == "user" and isinstance(content, str) and not content.startswith(SYS):
-            result.append({"role": "user", "content": "user:" + content})
+        elif role == Role.USER and not content.startswith(SYS):
+            result.append(ChatMessage.user("user:" + content))
         else:
-            result.append(dict(message))
+            result.append(message)
     return result

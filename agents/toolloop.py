@@ -29,6 +29,7 @@ from core.db import database_sync_to_async
 from llm import errors
 from llm.client import Finished, TextDelta, ToolCall, ToolCallStarted, stream_chat
 from llm.errors import LLMError
+from llm.messages import ChatMessage
 from memory.longterm.events import COMBINED_PROMPT
 from memory.models import Conversation, ConversationContext
 from memory.services import context_build, tool_exchange_add
@@ -44,7 +45,7 @@ def max_iterations() -> int:
 class LoopSetup:
     """The model request of a turn, read in one database hop before the model is called."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     strategy: dict[str, Any]
     tools: list[Tool] = field(default_factory=list)
     text_protocol: bool = False
@@ -141,10 +142,7 @@ class _Loop:
                             gettext("The model did not follow the reply protocol; please try again.")
                         )
                     repairs += 1
-                    messages += [
-                        {"role": "assistant", "content": finished.text},
-                        textprotocol.sys_message(parsed.repair_prompt),
-                    ]
+                    messages += [ChatMessage.assistant(finished.text), textprotocol.sys_message(parsed.repair_prompt)]
                     continue
                 if parsed.kind == "user":
                     return await self._answer(parsed.text)
@@ -188,12 +186,12 @@ class _Loop:
             if question:
                 return await self._answer(question, status=TurnStatus.INTERRUPTED)
             if text_mode:
-                messages += textprotocol.to_text_messages([{"role": "assistant", "content": "", "tool_calls": parts}])
+                messages += textprotocol.to_text_messages([ChatMessage.assistant("", tool_calls=parts)])
                 messages.append(textprotocol.sys_message("\n".join(outcome.text for outcome in outcomes)))
             else:
                 messages += done.messages
 
-    async def _call(self, messages: list[dict[str, Any]], schemas: list[dict] | None, *, stream_text: bool) -> Finished:
+    async def _call(self, messages: list[ChatMessage], schemas: list[dict] | None, *, stream_text: bool) -> Finished:
         """One model call; text streams as deltas when `stream_text` (the text protocol waits for the whole reply)."""
         turn = self.turn
         turn.restart_text()

@@ -43,6 +43,7 @@ from core.conf import setting
 from core.db import database_sync_to_async
 from engine import turns
 from llm import errors
+from llm.messages import ChatMessage
 from memory.models import Conversation, Role
 from memory.services import messages_import, title_from
 from tenants.scope import tenant_scope
@@ -126,7 +127,7 @@ async def models(request: HttpRequest) -> HttpResponse:
 @dataclass
 class CompletionRequest:
     model: str
-    history: list[tuple[str, str]]  # (role, content) before the last user message; system messages left out
+    history: list[ChatMessage]  # the messages before the last user message; system messages left out
     content: str  # the last user message
     stream: bool
     include_usage: bool
@@ -201,11 +202,11 @@ def parse_completion_request(raw: bytes, headers: Any) -> CompletionRequest:
             )  # fmt: skip
         pairs.append((message["role"], text))
     role, content = pairs[-1]
-    if role != "user" or not content.strip():
+    if role != Role.USER or not content.strip():
         raise ApiError(400, _("The last message must be the user's, and not empty."), code="invalid_messages",
                        param=f"messages[{len(pairs) - 1}]")  # fmt: skip
     # The agent's own system prompt leads every request; a client's system messages are not sent to the model.
-    history = [(role, text) for role, text in pairs[:-1] if role in (Role.USER, Role.ASSISTANT)]
+    history = [ChatMessage(role, text) for role, text in pairs[:-1] if role in (Role.USER, Role.ASSISTANT)]
     stream = data.get("stream", False)
     options = data.get("stream_options") or {}
     metadata = data.get("metadata") or {}
@@ -396,7 +397,7 @@ def _answer(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
+                "message": ChatMessage.assistant(content).as_dict(),
                 "finish_reason": "stop",
                 "logprobs": None,
             }
@@ -443,7 +444,7 @@ class _Chunks:
 async def _chunks_for_text(
     chunks: _Chunks, content: str, result: TurnResult | None, ask: CompletionRequest
 ) -> AsyncIterator[str]:
-    yield chunks.chunk({"role": "assistant", "content": ""})
+    yield chunks.chunk(ChatMessage.assistant("").as_dict())
     if content:
         yield chunks.chunk({"content": content})
     yield chunks.chunk({}, "stop")
@@ -459,7 +460,7 @@ async def _stream(
     turn (the partial reply is stored)."""
     sent: list[str] = []
     try:
-        yield chunks.chunk({"role": "assistant", "content": ""})
+        yield chunks.chunk(ChatMessage.assistant("").as_dict())
         while True:
             frame = await sink.queue.get()
             if frame is None:

@@ -63,9 +63,10 @@ async def bench(args: argparse.Namespace, tenant, provider) -> dict[str, list[tu
     import openai
 
     from llm.client import stream_chat
+    from llm.messages import ChatMessage, wire
 
     client = openai.AsyncOpenAI(api_key="bench-key", base_url=provider.base_url, max_retries=0, timeout=30)
-    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Write 500 tokens."}]
+    messages = [ChatMessage.system("You are terse."), ChatMessage.user("Write 500 tokens.")]
     results: dict[str, list[tuple[float, float, float]]] = {"direct": [], "gateway": []}
     expected = None
     for run in range(args.warmup + args.runs):
@@ -73,7 +74,7 @@ async def bench(args: argparse.Namespace, tenant, provider) -> dict[str, list[tu
         for name in order:
             cpu = time.process_time()
             if name == "direct":
-                ttft, total, text = await direct_run(client, provider.default_chat_model, messages)
+                ttft, total, text = await direct_run(client, provider.default_chat_model, wire(messages))
             else:
                 ttft, total, text = await gateway_run(stream_chat, tenant, provider, messages)
             cpu = time.process_time() - cpu

@@ -13,7 +13,8 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from django.conf import settings
 from core.db import database_sync_to_async
 from llm import errors
 from llm.errors import LLMError
+from llm.messages import ChatMessage, wire
 from llm.models import CallStatus, ModelProvider, Purpose, UsageSource
 from llm.quota import quota_check, quota_fits_cached, quota_ledger_add
 from llm.selectors import connection_for
@@ -30,8 +32,6 @@ from llm.transports import Connection, transport_for
 from tenants.models import Tenant
 
 logger = logging.getLogger("llm.calls")
-
-Message = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +175,215 @@ async def flush_records() -> None:
         await asyncio.gather(*pending, return_exceptions=True)
 
 
+@dataclass(frozen=True)
+class _Request:
+    """One chat completion: what is sent (`params`, with the wire `messages`) and what its LLMCall row names."""
+
+    tenant: Tenant
+    connection: Connection
+    model: str
+    messages: list[dict[str, Any]]
+    tools: Sequence[Mapping[str, Any]] | None
+    params: dict[str, Any]
+    record_base: dict[str, Any]
+
+
+def _chat_request(
+    *,
+    tenant: Tenant,
+    messages: Sequence[ChatMessage],
+    provider: ModelProvider | None,
+    connection: Connection | None,
+    model: str | None,
+    tools: Sequence[Mapping[str, Any]] | None,
+    tool_choice: Any,
+    temperature: float | None,
+    max_tokens: int | None,
+    purpose: str,
+    agent_id: int | None,
+    conversation_id: int | None,
+    extra_body: Mapping[str, Any] | None,
+) -> _Request:
+    """The request stream_chat sends, from its arguments (see there)."""
+    if connection is None:
+        if provider is None:
+            raise ValueError("stream_chat() needs a provider or a connection.")
+        connection = connection_for(provider)
+    model = model or (provider.default_chat_model if provider is not None else "")
+    if not model:
+        raise ValueError("stream_chat() needs a model (or a provider with a default chat model).")
+    sent = wire(messages)
+    params: dict[str, Any] = {"model": model, "messages": sent}
+    if tools:
+        params["tools"] = list(tools)
+        if tool_choice is not None:
+            params["tool_choice"] = tool_choice
+    if temperature is not None:
+        params["temperature"] = temperature
+    if max_tokens is not None:
+        params["max_tokens"] = max_tokens
+    if extra_body:
+        params["extra_body"] = dict(extra_body)
+    record_base = {
+        "tenant": tenant,
+        "provider_id": connection.provider_id,
+        "model": model,
+        "purpose": purpose,
+        "agent_id": agent_id,
+        "conversation_id": conversation_id,
+    }
+    return _Request(tenant, connection, model, sent, tools, params, record_base)
+
+
+async def _quota_checked(request: _Request) -> None:
+    """Refuse (and record) a call the tenant's token budget cannot take; raises LLMError."""
+    tenant, messages, tools = request.tenant, request.messages, request.tools
+
+    def check_quota() -> None:
+        with scope_of(tenant):
+            try:
+                quota_check(tenant=tenant, model=request.model, messages=messages, tools=tools)
+            except LLMError as exc:
+                llm_call_record(**request.record_base, status=CallStatus.REFUSED, error_code=exc.code, attempts=0)
+                raise
+
+    # Far from the budget, the in-process ledger answers without a database round trip.
+    if not quota_fits_cached(tenant=tenant, messages=messages, tools=tools):
+        await database_sync_to_async(check_quota)()
+
+
+@dataclass
+class _Call:
+    """One call across its attempts: the reply so far, the retry loop, and the LLMCall row written at the end."""
+
+    request: _Request
+    started: float
+    text_parts: list[str] = field(default_factory=list)
+    builders: dict[int, _ToolCallBuilder] = field(default_factory=dict)
+    finish_reason: str = ""
+    usage_reported: Any = None
+    ttft: float | None = None
+    attempt: int = 0
+    emitted: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+    def final_usage(self) -> Usage:
+        """The provider's usage when it reported one, else the tokens counted from the request and the reply."""
+        if self.usage_reported is not None:
+            reported = self.usage_reported
+            return Usage(reported.prompt_tokens or 0, reported.completion_tokens or 0, UsageSource.PROVIDER)
+        request = self.request
+        tool_calls = [{"name": b.name, "arguments": "".join(b.parts)} for b in self.builders.values()]
+        return usage_counted(
+            model=request.model, messages=request.messages, tools=request.tools, text=self.text, tool_calls=tool_calls
+        )
+
+    def record(self, status: str, error_code: str = "", usage: Usage | None = None) -> int:
+        """Write the call's LLMCall row (database thread); without `usage`, count it and add it to the ledger."""
+        if usage is None:
+            usage = self.final_usage()
+            quota_ledger_add(tenant=self.request.tenant, tokens=usage.total_tokens)
+        call = llm_call_record(
+            **self.request.record_base,
+            usage=usage,
+            status=status,
+            error_code=error_code,
+            finish_reason=self.finish_reason,
+            ttft_ms=_ms(self.ttft) if self.ttft is not None else None,
+            duration_ms=_ms(time.perf_counter() - self.started),
+            attempts=self.attempt,
+        )
+        return call.pk
+
+    def _chunk_events(self, chunk: Any) -> Iterator[Event]:
+        """Fold one streamed chunk into the reply, yielding its events as they come."""
+        if chunk.usage is not None:
+            self.usage_reported = chunk.usage
+        for choice in chunk.choices:
+            delta = choice.delta
+            if delta is not None:
+                content = delta.content
+                if content:
+                    if self.ttft is None:
+                        self.ttft = time.perf_counter() - self.started
+                    self.text_parts.append(content)
+                    self.emitted = True
+                    yield TextDelta(content)
+                for piece in delta.tool_calls or ():
+                    started_call = _add_tool_call_piece(self.builders, piece)
+                    if started_call is not None:
+                        if self.ttft is None:
+                            self.ttft = time.perf_counter() - self.started
+                        self.emitted = True
+                        yield started_call
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+
+    async def attempts(self, cancel: asyncio.Event | None) -> AsyncIterator[Event]:
+        """The retry loop: stream the reply, retrying a retryable failure with backoff while nothing was emitted."""
+        connection = self.request.connection
+        transport = transport_for(connection.kind)
+        while True:
+            self.attempt += 1
+            received = False
+            try:
+                chunks = transport.stream(connection, self.request.params)
+                try:
+                    async for chunk in chunks:
+                        received = True
+                        for event in self._chunk_events(chunk):
+                            yield event
+                        if cancel is not None and cancel.is_set():
+                            raise LLMError(errors.CANCELLED)
+                finally:
+                    await chunks.aclose()
+                return
+            except LLMError as exc:
+                if exc.code == errors.CANCELLED:
+                    raise
+                error = errors.from_exception(
+                    exc, secrets=(connection.api_key,), partial_text=self.text, streaming=received
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # every provider failure becomes one of the gateway's codes
+                error = errors.from_exception(
+                    exc, secrets=(connection.api_key,), partial_text=self.text, streaming=received
+                )
+            if self.emitted or not error.retryable or self.attempt > connection.max_retries:
+                if self.emitted and error.code == errors.PROVIDER_UNREACHABLE:
+                    error.code = errors.STREAM_DROPPED
+                error.partial_text = self.text
+                raise error
+            delay = backoff_delay(self.attempt, error.retry_after)
+            logger.info(
+                "llm retry %s/%s in %.2fs after %s (%s)",
+                self.attempt, connection.max_retries, delay, error.code, error.detail,
+            )  # fmt: skip
+            self.text_parts.clear()
+            self.builders.clear()
+            self.usage_reported, self.finish_reason = None, ""
+            await asyncio.sleep(delay)
+
+    async def failed(self, exc: LLMError) -> None:
+        """Record a call that ended in `exc` (cancelled or failed), keeping what arrived in its partial_text."""
+        status = CallStatus.CANCELLED if exc.code == errors.CANCELLED else CallStatus.ERROR
+        exc.partial_text = exc.partial_text or self.text
+        if status == CallStatus.ERROR:
+            logger.warning(
+                "llm call failed tenant=%s model=%s code=%s detail=%s",
+                self.request.tenant.pk, self.request.model, exc.code, exc.detail,
+            )  # fmt: skip
+        await database_sync_to_async(self.record)(status, exc.code)
+
+
 async def stream_chat(
     *,
     tenant: Tenant,
-    messages: Sequence[Message],
+    messages: Sequence[ChatMessage],
     provider: ModelProvider | None = None,
     connection: Connection | None = None,
     model: str | None = None,
@@ -199,181 +404,42 @@ async def stream_chat(
     On failure after part of the reply arrived, the LLMError carries it in `partial_text`.
     """
     started = time.perf_counter()
-    if connection is None:
-        if provider is None:
-            raise ValueError("stream_chat() needs a provider or a connection.")
-        connection = connection_for(provider)
-    model = model or (provider.default_chat_model if provider is not None else "")
-    if not model:
-        raise ValueError("stream_chat() needs a model (or a provider with a default chat model).")
-    messages = list(messages)
-    params: dict[str, Any] = {"model": model, "messages": messages}
-    if tools:
-        params["tools"] = list(tools)
-        if tool_choice is not None:
-            params["tool_choice"] = tool_choice
-    if temperature is not None:
-        params["temperature"] = temperature
-    if max_tokens is not None:
-        params["max_tokens"] = max_tokens
-    if extra_body:
-        params["extra_body"] = dict(extra_body)
-
-    record_base = {
-        "tenant": tenant,
-        "provider_id": connection.provider_id,
-        "model": model,
-        "purpose": purpose,
-        "agent_id": agent_id,
-        "conversation_id": conversation_id,
-    }
-
-    def check_quota() -> None:
-        with scope_of(tenant):
-            try:
-                quota_check(tenant=tenant, model=model, messages=messages, tools=tools)
-            except LLMError as exc:
-                llm_call_record(**record_base, status=CallStatus.REFUSED, error_code=exc.code, attempts=0)
-                raise
-
-    # Far from the budget, the in-process ledger answers without a database round trip.
-    if not quota_fits_cached(tenant=tenant, messages=messages, tools=tools):
-        await database_sync_to_async(check_quota)()
-
-    transport = transport_for(connection.kind)
-    secrets = (connection.api_key,)
-    text_parts: list[str] = []
-    builders: dict[int, _ToolCallBuilder] = {}
-    finish_reason = ""
-    usage_reported = None
-    ttft: float | None = None
-    attempt = 0
-
-    def tool_call_dicts() -> list[dict[str, str]]:
-        return [{"name": b.name, "arguments": "".join(b.parts)} for b in builders.values()]
-
-    def final_usage() -> Usage:
-        if usage_reported is not None:
-            return Usage(usage_reported.prompt_tokens or 0, usage_reported.completion_tokens or 0, UsageSource.PROVIDER)
-        return usage_counted(
-            model=model, messages=messages, tools=tools, text="".join(text_parts), tool_calls=tool_call_dicts()
-        )
-
-    def record(status: str, error_code: str = "", usage: Usage | None = None) -> int:
-        if usage is None:
-            usage = final_usage()
-            quota_ledger_add(tenant=tenant, tokens=usage.total_tokens)
-        call = llm_call_record(
-            **record_base,
-            usage=usage,
-            status=status,
-            error_code=error_code,
-            finish_reason=finish_reason,
-            ttft_ms=_ms(ttft) if ttft is not None else None,
-            duration_ms=_ms(time.perf_counter() - started),
-            attempts=attempt,
-        )
-        return call.pk
-
-    emitted = False
+    request = _chat_request(
+        tenant=tenant, messages=messages, provider=provider, connection=connection, model=model, tools=tools,
+        tool_choice=tool_choice, temperature=temperature, max_tokens=max_tokens, purpose=purpose, agent_id=agent_id,
+        conversation_id=conversation_id, extra_body=extra_body,
+    )  # fmt: skip
+    await _quota_checked(request)
+    call = _Call(request, started)
     try:
-        while True:
-            attempt += 1
-            received = False
-            try:
-                chunks = transport.stream(connection, params)
-                try:
-                    async for chunk in chunks:
-                        received = True
-                        if chunk.usage is not None:
-                            usage_reported = chunk.usage
-                        for choice in chunk.choices:
-                            delta = choice.delta
-                            if delta is not None:
-                                content = delta.content
-                                if content:
-                                    if ttft is None:
-                                        ttft = time.perf_counter() - started
-                                    text_parts.append(content)
-                                    emitted = True
-                                    yield TextDelta(content)
-                                if delta.tool_calls:
-                                    for piece in delta.tool_calls:
-                                        started_call = _add_tool_call_piece(builders, piece)
-                                        if started_call is not None:
-                                            if ttft is None:
-                                                ttft = time.perf_counter() - started
-                                            emitted = True
-                                            yield started_call
-                            if choice.finish_reason:
-                                finish_reason = choice.finish_reason
-                        if cancel is not None and cancel.is_set():
-                            raise LLMError(errors.CANCELLED)
-                finally:
-                    await chunks.aclose()
-                break
-            except LLMError as exc:
-                if exc.code == errors.CANCELLED:
-                    raise
-                error = errors.from_exception(
-                    exc, secrets=secrets, partial_text="".join(text_parts), streaming=received
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # every provider failure becomes one of the gateway's codes
-                error = errors.from_exception(
-                    exc, secrets=secrets, partial_text="".join(text_parts), streaming=received
-                )
-            if not emitted and error.retryable and attempt <= connection.max_retries:
-                delay = backoff_delay(attempt, error.retry_after)
-                logger.info(
-                    "llm retry %s/%s in %.2fs after %s (%s)",
-                    attempt,
-                    connection.max_retries,
-                    delay,
-                    error.code,
-                    error.detail,
-                )
-                text_parts.clear()
-                builders.clear()
-                usage_reported, finish_reason = None, ""
-                await asyncio.sleep(delay)
-                continue
-            if emitted and error.code == errors.PROVIDER_UNREACHABLE:
-                error.code = errors.STREAM_DROPPED
-            error.partial_text = "".join(text_parts)
-            raise error
+        async with aclosing(call.attempts(cancel)) as events:
+            async for event in events:
+                yield event
     except LLMError as exc:
-        status = CallStatus.CANCELLED if exc.code == errors.CANCELLED else CallStatus.ERROR
-        exc.partial_text = exc.partial_text or "".join(text_parts)
-        if status == CallStatus.ERROR:
-            logger.warning(
-                "llm call failed tenant=%s model=%s code=%s detail=%s", tenant.pk, model, exc.code, exc.detail
-            )
-        await database_sync_to_async(record)(status, exc.code)
+        await call.failed(exc)
         raise
     except (asyncio.CancelledError, GeneratorExit):
         # The caller went away (task cancelled, or it stopped iterating): still one record of the call.
-        await asyncio.shield(database_sync_to_async(record)(CallStatus.CANCELLED, errors.CANCELLED))
+        await asyncio.shield(database_sync_to_async(call.record)(CallStatus.CANCELLED, errors.CANCELLED))
         raise
 
-    tool_calls = tuple(builders[i].build() for i in sorted(builders))
-    usage = final_usage()
+    tool_calls = tuple(call.builders[i].build() for i in sorted(call.builders))
+    usage = call.final_usage()
     quota_ledger_add(tenant=tenant, tokens=usage.total_tokens)
     # Written in the background, off the caller's clock (the bench goal); started before the last events, so a
     # caller that stops at ToolCallsReady still leaves a record. Finished.recorded() waits for it.
-    recording = _record_later(record, CallStatus.OK, "", usage)
+    recording = _record_later(call.record, CallStatus.OK, "", usage)
     if tool_calls:
         yield ToolCallsReady(tool_calls)
     yield Finished(
-        finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"),
+        finish_reason=call.finish_reason or ("tool_calls" if tool_calls else "stop"),
         usage=usage,
-        text="".join(text_parts),
+        text=call.text,
         tool_calls=tool_calls,
         recording=recording,
-        ttft_ms=_ms(ttft) if ttft is not None else None,
+        ttft_ms=_ms(call.ttft) if call.ttft is not None else None,
         duration_ms=_ms(time.perf_counter() - started),
-        model=model,
+        model=request.model,
     )
     # A caller that reads the stream to its end gets the record written by then: an event loop made by
     # async_to_sync (Celery tasks) cancels leftover tasks when it closes, and would lose it.
@@ -437,7 +503,7 @@ async def embed_texts(
     started = time.perf_counter()
     connection = connection or connection_for(provider)  # type: ignore[arg-type]
     model = model or (provider.embedding_model if provider is not None else "")
-    messages = [{"role": "user", "content": text} for text in inputs]
+    messages = wire(ChatMessage.user(text) for text in inputs)
     base = {
         "tenant": tenant,
         "provider_id": connection.provider_id,

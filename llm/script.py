@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from llm import tokens
+from llm.messages import ChatMessage
 
 DEFAULT_MODEL = "scripted"
 
@@ -373,16 +374,14 @@ class ScriptEngine:
             }
 
         chunk_size = int(reply.get("chunk_size", 0))
-        chunks = [chunk({"role": "assistant", "content": ""})]
+        chunks = [chunk(ChatMessage.assistant("").as_dict())]
         chunks += [chunk({"content": piece}) for piece in split_text(text, chunk_size, count_model)]
         chunks += self._tool_call_chunks(tool_calls, chunk, bool(reply.get("interleave_tool_calls")))
         chunks.append(chunk({}, finish_reason))
         stream_options = request.get("stream_options") or {}
         if stream_options.get("include_usage") and reply.get("usage", True):
             chunks.append({**chunk({}), "choices": [], "usage": usage})
-        message: dict[str, Any] = {"role": "assistant", "content": text or None}
-        if tool_calls:
-            message["tool_calls"] = tool_calls
+        message = ChatMessage.assistant(text or None, tool_calls=tool_calls or None).as_dict()
         completion = {
             "id": completion_id,
             "object": "chat.completion",

@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from knowledge.fields import EmbeddingField
+from llm.messages import Role as ChatRole
 from memory.overflow import STRATEGY_CHOICES, STRATEGY_NONE, StoredMessage
 from tenants.models import TenantOwned
 
@@ -90,10 +91,12 @@ class Conversation(TenantOwned):
 
 
 class Role(models.TextChoices):
-    SYSTEM = "system", _("system")
-    USER = "user", _("user")
-    ASSISTANT = "assistant", _("assistant")
-    TOOL = "tool", _("tool")
+    """A stored message's role: the chat message roles (llm.messages.Role), labelled."""
+
+    SYSTEM = ChatRole.SYSTEM, _("system")
+    USER = ChatRole.USER, _("user")
+    ASSISTANT = ChatRole.ASSISTANT, _("assistant")
+    TOOL = ChatRole.TOOL, _("tool")
 
 
 class MessageStatus(models.TextChoices):

@@ -24,6 +24,7 @@ from django.utils.functional import Promise
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from llm.messages import ROLES, ChatMessage, Role
 from llm.tokens import REPLY_PRIMING, count_messages
 
 STRATEGY_NONE = "none"
@@ -58,8 +59,6 @@ DEFAULT_RESERVE_RATIO = 0.1
 MAX_RESERVE_RATIO = 0.5  # seed 4 / issue 4: at most half the window is kept for the reply
 DEFAULT_SUMMARY_THRESHOLD = 20
 MIN_SUMMARY_THRESHOLD = 2
-
-ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 # Headings inside the one system message. Not translated on purpose: the text reaches the model, and the token
 # count of the system message must not depend on the language of whoever happens to trigger the turn.
@@ -174,23 +173,20 @@ class StoredMessage:
     @property
     def call_ids(self) -> tuple[str, ...]:
         """The ids of the tool calls this assistant message makes (empty for other messages)."""
-        if self.role != "assistant" or not self.tool_calls:
+        if self.role != Role.ASSISTANT or not self.tool_calls:
             return ()
         return tuple(str(call.get("id") or "") for call in self.tool_calls)
+
+    def chat_message(self) -> ChatMessage:
+        """The message as it is sent to the model."""
+        return openai_message(self.role, self.content, self.tool_calls, self.tool_call_id)
 
 
 def openai_message(
     role: str, content: str | None, tool_calls: Sequence[dict] | None = None, tool_call_id: str | None = None
-) -> dict[str, Any]:
-    """One message in the OpenAI chat format, exactly as it is sent (and therefore as it is counted)."""
-    if role not in ROLES:
-        raise ValueError(f"Unknown message role {role!r}: use one of {sorted(ROLES)}.")
-    if role == "assistant" and tool_calls:
-        # OpenAI accepts null content beside tool calls; some compatible servers reject an empty string.
-        return {"role": role, "content": content or None, "tool_calls": list(tool_calls)}
-    if role == "tool":
-        return {"role": role, "tool_call_id": tool_call_id or "", "content": content or ""}
-    return {"role": role, "content": content or ""}
+) -> ChatMessage:
+    """One stored message's fields as the chat message that is sent (and therefore as it is counted)."""
+    return ChatMessage.from_stored(role, content, tool_calls, tool_call_id)
 
 
 def message_tokens(
@@ -201,7 +197,7 @@ def message_tokens(
     This is `llm.tokens.count_messages([message])` less the reply priming, which a request pays once, not per
     message: so `fixed_tokens(...) + sum(message_tokens)` equals `count_messages` of the whole request.
     """
-    return count_messages([openai_message(role, content, tool_calls, tool_call_id)], model) - REPLY_PRIMING
+    return count_messages([openai_message(role, content, tool_calls, tool_call_id).as_dict()], model) - REPLY_PRIMING
 
 
 def system_content(
@@ -221,7 +217,7 @@ def system_content(
 def fixed_tokens(*, system_prompt: str, summary: str | None, recalled: Iterable[str] = (), model: str) -> int:
     """What the system message (prompt, summary, recalled memories) and reply priming cost: select's fixed_tokens."""
     content = system_content(system_prompt=system_prompt, summary=summary, recalled=recalled)
-    return count_messages([{"role": "system", "content": content}], model)
+    return count_messages([ChatMessage.system(content).as_dict()], model)
 
 
 # --- the window -------------------------------------------------------------------------------------------------
@@ -295,7 +291,7 @@ def _partition(messages: Sequence[StoredMessage]) -> _Conversation:
         index += 1
         if message.call_ids:
             wanted, answered = set(message.call_ids), set()
-            while index < len(messages) and messages[index].role == "tool":
+            while index < len(messages) and messages[index].role == Role.TOOL:
                 call_id = messages[index].tool_call_id
                 if call_id in wanted and call_id not in answered:
                     answered.add(call_id)
@@ -306,12 +302,12 @@ def _partition(messages: Sequence[StoredMessage]) -> _Conversation:
             if answered != wanted or "" in wanted:  # a call left unanswered (a crash mid-tool) cannot be sent
                 unpaired.update(block)
                 continue
-        elif message.role == "tool":  # its call was dropped, or never directly preceded it
+        elif message.role == Role.TOOL:  # its call was dropped, or never directly preceded it
             unpaired.add(block[0])
             continue
         unit = _Unit(indexes=block, size=len(block))
         unit.tokens = sum(messages[position].token_count for position in block)
-        unit.has_user = message.role == "user"
+        unit.has_user = message.role == Role.USER
         units.append(unit)
     return _Conversation(messages=messages, units=units, unpaired=unpaired)
 
@@ -415,13 +411,13 @@ class SlidingWindow(OverflowStrategy):
         # inside them: nothing older can be chosen. Start on a unit boundary (a unit never begins with a tool
         # message) so the suffix groups exactly as the whole list does.
         room = _budget(config) - fixed_tokens
-        newest_user = next((i for i in range(len(meta) - 1, -1, -1) if meta[i][0] == "user"), None)
+        newest_user = next((i for i in range(len(meta) - 1, -1, -1) if meta[i][0] == Role.USER), None)
         forced = meta[newest_user][1] if newest_user is not None else 0
         start, total = len(meta), 0
         while start > 0 and total <= room + forced:
             start -= 1
             total += meta[start][1]
-        while start > 0 and meta[start][0] == "tool":
+        while start > 0 and meta[start][0] == Role.TOOL:
             start -= 1
         return start if newest_user is None else min(start, newest_user)
 
@@ -492,20 +488,18 @@ def select(messages: Sequence[StoredMessage], config: OverflowConfig, *, fixed_t
 
 def build_model_messages(
     *, system_prompt: str, summary: str | None, window: Window, recalled: Sequence[str] = ()
-) -> list[dict[str, Any]]:
-    """The OpenAI-format request: exactly one system message, then the window's messages.
+) -> list[ChatMessage]:
+    """The chat request: exactly one system message, then the window's messages.
 
     The system message holds the agent's prompt, the summary, the recalled memories and, last, the content of
     any system messages stored in the window (runtime notes), merged in their order: several system messages, or
     one in the middle of the conversation, are rejected or ignored by some models (seed 0 asks for one).
     A stored system message's own token count covers its merged text, so the budget still holds.
     """
-    notes = [message.content for message in window.messages if message.role == "system"]
+    notes = [message.content for message in window.messages if message.role == Role.SYSTEM]
     content = system_content(system_prompt=system_prompt, summary=summary, recalled=recalled, notes=notes)
-    result: list[dict[str, Any]] = [{"role": "system", "content": content}]
-    for message in window.messages:
-        if message.role != "system":
-            result.append(openai_message(message.role, message.content, message.tool_calls, message.tool_call_id))
+    result = [ChatMessage.system(content)]
+    result += [message.chat_message() for message in window.messages if message.role != Role.SYSTEM]
     return result
 
 
@@ -531,14 +525,14 @@ def _transcript_line(message: StoredMessage, max_chars: int) -> str:
             for call in message.tool_calls or ()
         )
         return f"[assistant → tools] {calls}" + (f"\n{text}" if text else "")
-    if message.role == "tool":
+    if message.role == Role.TOOL:
         return f"[tool result] {text}"
     return f"[{message.role}] {text}"
 
 
 def summary_prompt(
     *, previous_summary: str | None, messages: Sequence[StoredMessage], max_chars_per_message: int = 4000
-) -> list[dict[str, str]]:
+) -> list[ChatMessage]:
     """The request that makes (or extends) the summary: the first one summarises the early messages, later ones
     merge the newly summarised messages into the existing summary (seed 4, 5.1 step 3).
 
@@ -557,4 +551,4 @@ def summary_prompt(
             f"Messages to summarise / 需要摘要的消息:\n{transcript}\n\n"
             "Write the summary. / 请输出摘要。"
         )  # fmt: skip
-    return [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": user}]
+    return [ChatMessage.system(SUMMARY_INSTRUCTIONS), ChatMessage.user(user)]

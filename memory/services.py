@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from core.background import BackgroundLine
 from core.conf import setting
+from llm.messages import ChatMessage
 from llm.models import ModelProvider
 from memory import overflow
 from memory.counters import overflow_metric_add
@@ -68,9 +69,9 @@ def context_ids_append(conversation: Conversation, ids: Sequence[int]) -> None:
 
 @dataclass(frozen=True)
 class BuiltContext:
-    """The request of one turn: the OpenAI-format messages (one system message first) and the strategy's window."""
+    """The request of one turn: the chat messages (one system message first) and the strategy's window."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     window: overflow.Window
 
 
@@ -169,19 +170,19 @@ def message_add(
     return message
 
 
-def messages_import(*, conversation: Conversation, messages: Sequence[tuple[str, str]]) -> list[Message]:
+def messages_import(*, conversation: Conversation, messages: Sequence[ChatMessage]) -> list[Message]:
     """Store a history a client brought (the OpenAI-compatible API's `messages`), oldest first, as active messages:
-    one insert and one context update however long it is. `messages` are (role, content) pairs."""
+    one insert and one context update however long it is."""
     model = conversation.model or "gpt-4"
     rows = [
         Message(
             tenant_id=conversation.tenant_id,
             conversation=conversation,
-            role=role,
-            content=content,
-            token_count=overflow.message_tokens(role, content, None, None, model),
+            role=message.role,
+            content=message.text,
+            token_count=overflow.message_tokens(message.role, message.text, None, None, model),
         )
-        for role, content in messages
+        for message in messages
     ]
     if not rows:
         return []

@@ -29,6 +29,7 @@ from core.db import database_sync_to_async
 from llm import errors
 from llm.client import complete_chat
 from llm.errors import LLMError
+from llm.messages import ChatMessage
 from llm.selectors import model_for_tier
 from memory.models import Conversation, ConversationContext, Message
 from memory.services import conversation_tool_context_set, message_add
@@ -325,7 +326,7 @@ async def finalize(*, plan_id: int, turn: TurnContext, failed: tuple[PlanStep, d
             tenant=plan.conversation.tenant,
             provider=choice.provider,
             model=choice.model,
-            messages=[{"role": "system", "content": instruction}, {"role": "user", "content": payload}],
+            messages=[ChatMessage.system(instruction), ChatMessage.user(payload)],
             conversation_id=plan.conversation_id,
             agent_id=plan.conversation.agent_id,
             cancel=turn.stop,

@@ -19,6 +19,7 @@ from agents.runtime import TurnContext, TurnResult, TurnRunner, TurnStatus, regi
 from agents.toolloop import no_provider
 from core.db import database_sync_to_async
 from llm.client import ToolCall, complete_chat
+from llm.messages import ChatMessage
 from llm.selectors import TierChoice, model_for_tier
 from memory.models import Conversation
 from memory.services import context_build
@@ -79,7 +80,7 @@ PLANNER_PROMPT = (
 @dataclass(frozen=True)
 class _Setup:
     choice: TierChoice | None
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     # The conversation's interrupted plan: this turn's message answers its question (P5).
     resume: Plan | None
 
@@ -108,7 +109,7 @@ class PlannerRunner(TurnRunner):
 class _Planning:
     """The planner model's rounds: list agents, create a plan (repaired at most MAX_RETRIES times), or answer."""
 
-    def __init__(self, turn: TurnContext, choice: TierChoice, messages: list[dict[str, Any]]) -> None:
+    def __init__(self, turn: TurnContext, choice: TierChoice, messages: list[ChatMessage]) -> None:
         self.turn = turn
         self.choice = choice
         self.messages = messages
@@ -130,12 +131,12 @@ class _Planning:
                 return await turn.finish(answer.text, intent="plan")
             parts = [c.as_message_part() if c.id else {**c.as_message_part(), "id": f"call_{uuid.uuid4().hex[:20]}"}
                      for c in answer.tool_calls]  # fmt: skip
-            self.messages.append({"role": "assistant", "content": answer.text or None, "tool_calls": parts})
+            self.messages.append(ChatMessage.assistant(answer.text, tool_calls=parts))
             for call, part in zip(answer.tool_calls, parts, strict=True):
                 outcome = await self._tool(call)
                 if isinstance(outcome, TurnResult):
                     return outcome
-                self.messages.append({"role": "tool", "tool_call_id": part["id"], "content": outcome})
+                self.messages.append(ChatMessage.tool(part["id"], outcome))
         return await self._give_up(_("The planner did not finish planning."))
 
     async def _tool(self, call: ToolCall) -> str | TurnResult:

@@ -40,6 +40,7 @@ from agents.tools.invoke import ToolOutcome, invoke_tool, refused, tool_message,
 from core.db import database_sync_to_async
 from llm.client import ToolCall, complete_chat
 from llm.errors import LLMError
+from llm.messages import ChatMessage, Role, wire
 from llm.models import Purpose, Tier
 from llm.selectors import model_for_tier
 
@@ -80,14 +81,14 @@ def system_prompt(*, goal: str, role: str = "") -> str:
     return "\n\n".join(parts)
 
 
-def history_window(messages: Sequence[dict[str, Any]], size: int = HISTORY_MESSAGES) -> list[dict[str, Any]]:
+def history_window(messages: Sequence[ChatMessage], size: int = HISTORY_MESSAGES) -> list[ChatMessage]:
     """The first message (the kickoff) and the newest `size`, never starting at a tool result (whose call would
     be cut off)."""
     messages = list(messages)
     if len(messages) <= size + 1:
         return messages
     cut = len(messages) - size
-    while cut < len(messages) and messages[cut].get("role") == "tool":
+    while cut < len(messages) and messages[cut].role == Role.TOOL:
         cut += 1
     return [messages[0], *messages[cut:]]
 
@@ -132,7 +133,7 @@ class Iteration:
     """What one iteration did, saved in one transaction at its end."""
 
     number: int
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]  # the run's conversation, GoalRun.messages typed
     steps: list[GoalStep] = field(default_factory=list)
     tool_calls: int = 0
     dreams: int = 0
@@ -204,7 +205,7 @@ def save_iteration(run_id: int, iteration: Iteration, now: dt.datetime) -> str:
     run.tokens += iteration.tokens
     fields = ["iterations", "tool_calls", "dreams", "tokens", "updated_at"]
     if run.status == GoalRunStatus.RUNNING:
-        run.messages = iteration.messages
+        run.messages = wire(iteration.messages)
         fields.append("messages")
         if iteration.failure:
             run.status, run.error, run.ended_at = GoalRunStatus.FAILED, iteration.failure, now
@@ -253,14 +254,14 @@ class GoalLoop:
     async def iterate(self, run: GoalRun) -> Iteration:
         """One model call and its tool calls."""
         setup = self.setup
-        iteration = Iteration(number=run.iterations + 1, messages=list(run.messages))
+        iteration = Iteration(number=run.iterations + 1, messages=[ChatMessage.from_dict(m) for m in run.messages])
         if setup.config.provider is None:
             iteration.failure = gettext(
                 "This tenant has no model provider: add one in Admin › Models › Model providers."
             )
             return iteration
         messages = [
-            {"role": "system", "content": system_prompt(goal=setup.goal, role=setup.config.system_prompt)},
+            ChatMessage.system(system_prompt(goal=setup.goal, role=setup.config.system_prompt)),
             *history_window(iteration.messages),
         ]
         started = time.perf_counter()
@@ -291,7 +292,7 @@ class GoalLoop:
             duration_ms=reply.duration_ms,
         )
         if not calls:
-            iteration.messages += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": CONTINUE}]
+            iteration.messages += [ChatMessage.assistant(reply.text), ChatMessage.user(CONTINUE)]
             return iteration
         # Every call in order but the question, which comes last and leaves its result open (unless the run ended).
         asks = [call for call in calls if call.name == ASK_USER]

@@ -14,6 +14,7 @@ from agents.goal import dispatch
 from agents.goal.models import GoalRun, GoalRunStatus, GoalStep, GoalStepKind
 from agents.models import Agent, AgentKind
 from core.conf import setting
+from llm.messages import ChatMessage, wire
 
 # What the question's tool call returns when its timeout passes without an answer (seed 3's I()).
 NO_REPLY = "用户暂未回复 / the user has not replied yet"
@@ -101,7 +102,7 @@ def goal_run_start(
         agent=agent,
         user=user,
         goal=goal,
-        messages=[{"role": "user", "content": KICKOFF}],
+        messages=wire([ChatMessage.user(KICKOFF)]),
         **limits,
     )
     if queue:
@@ -163,7 +164,7 @@ def _resume(*, run_id: int, content: str, answered: bool, asked_at: str | None =
         return False
     if asked_at is not None and (run.asked_at is None or run.asked_at.isoformat() != asked_at):
         return False
-    run.messages = [*run.messages, {"role": "tool", "tool_call_id": run.ask_call_id, "content": content}]
+    run.messages = [*run.messages, ChatMessage.tool(run.ask_call_id, content).as_dict()]
     GoalStep.objects.create(
         tenant_id=run.tenant_id,
         run=run,

@@ -20,6 +20,7 @@ from core.conf import setting
 from core.db import database_sync_to_async
 from llm.client import complete_chat
 from llm.errors import LLMError
+from llm.messages import ChatMessage
 from llm.models import LLMCall, ModelProvider, Purpose
 from memory.longterm.strength import Owner, sleep
 from tenants.scope import tenant_scope
@@ -112,7 +113,7 @@ class ExecuteTaskTool(Tool):
                 tenant=call.tenant,
                 provider=self.execution.provider,
                 model=self.execution.model,
-                messages=[{"role": "system", "content": EXECUTION_PROMPT}, {"role": "user", "content": prompt}],
+                messages=[ChatMessage.system(EXECUTION_PROMPT), ChatMessage.user(prompt)],
                 purpose=Purpose.CHAT,
                 agent_id=call.agent_id,
             )

@@ -21,6 +21,7 @@ from django.utils.translation import gettext as _
 
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from core.conf import setting
+from llm.messages import ChatMessage
 
 if TYPE_CHECKING:
     from llm.client import ToolCall
@@ -114,9 +115,9 @@ def with_call_ids(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
     return tuple(call if call.id else replace(call, id=f"call_{uuid.uuid4().hex[:20]}") for call in calls)
 
 
-def tool_message(call_id: str, text: str) -> dict[str, Any]:
+def tool_message(call_id: str, text: str) -> ChatMessage:
     """The message that gives the model a call's result."""
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
+    return ChatMessage.tool(call_id, text)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class ToolRound:
     messages that record the round for the model (the assistant message with every call, then each answer)."""
 
     answered: list[tuple[ToolCall, ToolOutcome]]
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
 
     @property
     def outcomes(self) -> list[ToolOutcome]:
@@ -147,7 +148,7 @@ async def tool_round(
         outcomes = [await run_one(call) for call in calls]
     answered = [(call, outcome) for call, outcome in zip(calls, outcomes, strict=True) if outcome is not None]
     messages = [
-        {"role": "assistant", "content": text or None, "tool_calls": [call.as_message_part() for call in calls]},
+        ChatMessage.assistant(text, tool_calls=[call.as_message_part() for call in calls]),
         *(tool_message(call.id, outcome.text) for call, outcome in answered),
     ]
     return ToolRound(answered=answered, messages=messages)

@@ -12,6 +12,7 @@ from agents.tools.registry import register_tool
 from core.db import database_sync_to_async
 from llm.client import complete_chat
 from llm.errors import LLMError
+from llm.messages import ChatMessage
 from llm.models import Purpose, Tier
 from llm.selectors import TierChoice, model_for_tier
 from tenants.models import Tenant
@@ -74,7 +75,7 @@ class DeepThinkTool(Tool):
                 tenant=call.tenant,
                 provider=choice.provider,
                 model=choice.model,
-                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}],
+                messages=[ChatMessage.system(SYSTEM_PROMPT), ChatMessage.user(question)],
                 purpose=Purpose.EXTRACT,
                 agent_id=call.agent_id,
                 conversation_id=call.conversation_id,

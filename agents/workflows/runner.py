@@ -27,6 +27,7 @@ from core.db import database_sync_to_async
 from llm import errors
 from llm.client import complete_chat
 from llm.errors import LLMError
+from llm.messages import ChatMessage
 from llm.selectors import default_provider
 
 if TYPE_CHECKING:
@@ -394,7 +395,7 @@ async def _call_model(
         provider = await database_sync_to_async(default_provider)(tenant=tenant)
     if provider is None:
         raise StepFailed(_("This tenant has no model provider: add one in Admin › Models › Model providers."))
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    messages = ([ChatMessage.system(system)] if system else []) + [ChatMessage.user(prompt)]
     result = await complete_chat(
         tenant=tenant,
         provider=provider,

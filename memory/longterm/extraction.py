@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from llm.client import complete_chat
 from llm.errors import LLMError
+from llm.messages import ChatMessage
 from llm.models import Purpose, Tier
 from llm.selectors import model_for_tier
 from memory.longterm import events as event_graph
@@ -61,7 +62,7 @@ def turn_memory_extract(
         metrics.count(agent_id=owner.agent_id, skipped=1)
         return "skipped"
 
-    def complete(request: list[dict]) -> str:
+    def complete(request: list[ChatMessage]) -> str:
         result = async_to_sync(complete_chat)(
             tenant=conversation.tenant, provider=choice.provider, model=choice.model, messages=request,
             purpose=Purpose.EXTRACT, agent_id=conversation.agent_id, conversation_id=conversation.pk, temperature=0,

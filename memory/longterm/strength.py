@@ -29,6 +29,7 @@ from django.utils import timezone
 from core.conf import setting
 from llm.client import complete_chat
 from llm.errors import LLMError
+from llm.messages import ChatMessage
 from llm.models import Purpose, Tier
 from llm.selectors import model_for_tier
 from memory.longterm import metrics, store
@@ -195,10 +196,7 @@ def dream_of(*, tenant, fragments: Sequence[str], agent_id: int | None = None) -
         tenant=tenant,
         provider=choice.provider,
         model=choice.model,
-        messages=[
-            {"role": "system", "content": DREAM_TASK},
-            {"role": "user", "content": DREAM_SEPARATOR.join(fragments)},
-        ],
+        messages=[ChatMessage.system(DREAM_TASK), ChatMessage.user(DREAM_SEPARATOR.join(fragments))],
         purpose=Purpose.EXTRACT,
         agent_id=agent_id,
     )

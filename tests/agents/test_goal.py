@@ -18,6 +18,7 @@ from agents.goal.models import GoalLimit, GoalRun, GoalRunStatus, GoalStep, Goal
 from agents.goal.services import NO_REPLY, goal_run_start, goal_run_stop
 from agents.goal.tasks import run_goal
 from agents.services import agent_create, agent_publish, conversation_start
+from llm.messages import ChatMessage
 from memory.longterm.strength import Owner, remember
 from memory.models import Dream, MemoryItem
 from tenants.scope import tenant_scope
@@ -536,13 +537,13 @@ def test_a_goal_agent_in_the_chat_points_to_its_run_page(tenant, member, goal_ag
 
 
 def test_the_history_window_keeps_the_kickoff_and_never_starts_at_a_tool_result():
-    kickoff = {"role": "user", "content": "Begin"}
+    kickoff = ChatMessage.user("Begin")
     exchange = [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
-        {"role": "tool", "tool_call_id": "a", "content": "1"},
-        {"role": "tool", "tool_call_id": "b", "content": "2"},
+        ChatMessage.assistant(None, tool_calls=[{"id": "a"}, {"id": "b"}]),
+        ChatMessage.tool("a", "1"),
+        ChatMessage.tool("b", "2"),
     ]
     messages = [kickoff, *exchange * 10]
     window = history_window(messages, size=8)
-    assert window[0] == kickoff and window[1]["role"] == "assistant" and len(window) == 7
+    assert window[0] == kickoff and window[1].role == "assistant" and len(window) == 7
     assert history_window(messages[:5], size=8) == messages[:5]

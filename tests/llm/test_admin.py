@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from llm.client import complete_chat
 from llm.errors import LLMError
+from llm.messages import ChatMessage
 from llm.models import LLMCall, ModelProvider
 from tenants.scope import all_tenants, tenant_scope
 from tests.factories import refreshed
@@ -159,10 +160,10 @@ def test_api_key_never_reaches_logs_or_errors(tenant, provider, scripted_llm, ca
         {"when": {}, "reply": {"error": {"status": 401, "message": f"Incorrect API key provided: {SECRET_KEY_VALUE}"}}}
     )
     with pytest.raises(LLMError) as caught:
-        asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[{"role": "user", "content": "hi"}]))
+        asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[ChatMessage.user("hi")]))
     assert caught.value.code == "auth_failed"
     scripted_llm.set_rules({"when": {}, "reply": {"text": "fine"}})
-    asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[{"role": "user", "content": "hi"}]))
+    asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[ChatMessage.user("hi")]))
 
     assert SECRET_KEY_VALUE not in caplog.text
     assert SECRET_KEY_VALUE not in f"{caught.value} {caught.value.detail} {caught.value.message} {caught.value!r}"

@@ -20,6 +20,7 @@ from llm.client import (
     stream_chat,
 )
 from llm.errors import LLMError
+from llm.messages import ChatMessage
 from llm.models import CallStatus, LLMCall, UsageSource
 from llm.services import provider_ensure_demo
 from llm.tokens import count_messages, count_text
@@ -28,7 +29,8 @@ from tests.llm.factories import LLMCallFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-USER = [{"role": "user", "content": "hello there"}]
+USER = [ChatMessage.user("hello there")]
+USER_WIRE = [{"role": "user", "content": "hello there"}]  # what the provider receives
 TOOLS = [
     {
         "type": "function",
@@ -86,7 +88,7 @@ async def test_the_request_body_is_the_chat_parameters_as_they_are(tenant, provi
         tenant=tenant, provider=provider, messages=USER, temperature=0.2, max_tokens=50, extra_body={"top_k": 5}
     )
     body = scripted_llm.requests()[0]["body"]
-    assert body["messages"] == USER and body["model"] == provider.default_chat_model
+    assert body["messages"] == USER_WIRE and body["model"] == provider.default_chat_model
     assert (body["temperature"], body["max_tokens"], body["top_k"]) == (0.2, 50, 5)
     assert "extra_body" not in body and body["stream"] is True
 
@@ -163,7 +165,7 @@ async def test_usage_reported_by_the_server_is_recorded(tenant, provider, script
         result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.total_tokens,
     )  # fmt: skip
     # The scripted server counts like OpenAI does: the cookbook's chat overhead plus the text.
-    assert (call.prompt_tokens, call.completion_tokens) == (count_messages(USER), count_text("Fine, thanks."))
+    assert (call.prompt_tokens, call.completion_tokens) == (count_messages(USER_WIRE), count_text("Fine, thanks."))
     assert call.usage_source == UsageSource.PROVIDER
     assert (call.status, call.error_code, call.purpose, call.model) == (CallStatus.OK, "", "summary", "gpt-4")
     assert (call.agent_id, call.conversation_id, call.provider_id, call.tenant_id) == (7, 11, provider.pk, tenant.pk)
@@ -177,7 +179,7 @@ async def test_usage_is_counted_when_the_server_sends_none(tenant, provider, scr
 
     (call,) = await calls_of(tenant)
     assert call.usage_source == UsageSource.COUNTED
-    assert (call.prompt_tokens, call.completion_tokens) == (count_messages(USER), count_text("Fine, thanks."))
+    assert (call.prompt_tokens, call.completion_tokens) == (count_messages(USER_WIRE), count_text("Fine, thanks."))
     assert result.usage.source == UsageSource.COUNTED
 
 
@@ -367,12 +369,12 @@ async def test_embeddings_are_deterministic_and_recorded(tenant, provider, scrip
 
 async def test_demo_provider_answers_offline_in_process(tenant):
     demo = await sync_to_async(provider_ensure_demo)(tenant=tenant)
-    result = await complete_chat(tenant=tenant, provider=demo, messages=[{"role": "user", "content": "你好"}])
+    result = await complete_chat(tenant=tenant, provider=demo, messages=[ChatMessage.user("你好")])
     assert "演示模型" in result.text
-    english = await complete_chat(tenant=tenant, provider=demo, messages=[{"role": "user", "content": "hello"}])
+    english = await complete_chat(tenant=tenant, provider=demo, messages=[ChatMessage.user("hello")])
     assert "demo model" in english.text
     tool = await complete_chat(
-        tenant=tenant, provider=demo, messages=[{"role": "user", "content": "what's the weather?"}], tools=TOOLS
+        tenant=tenant, provider=demo, messages=[ChatMessage.user("what's the weather?")], tools=TOOLS
     )
     assert tool.tool_calls[0].name == "demo_tool"
     calls = await calls_of(tenant)

@@ -14,6 +14,7 @@ from django.urls import reverse
 from core import netguard
 from llm.client import complete_chat
 from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, LLMError, message_for
+from llm.messages import ChatMessage
 from llm.models import ModelProvider
 from llm.transports import Connection, OpenAICompatibleTransport
 from tenants.scope import tenant_scope
@@ -94,7 +95,7 @@ def test_a_private_url_is_refused_when_called_too(tenant, scripted_llm, settings
     """A provider saved before the guard, or whose name now resolves inside: the call is refused, not sent."""
     with tenant_scope(tenant):
         provider = ModelProviderFactory(tenant=tenant, base_url=scripted_llm.base_url, api_key="sk-secret")
-    hello = [{"role": "user", "content": "hi"}]
+    hello = [ChatMessage.user("hi")]
     with pytest.raises(LLMError) as refused:
         asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=hello))
     assert refused.value.code == PRIVATE_ADDRESS and "platform operator" in refused.value.message
@@ -120,7 +121,7 @@ def test_l7_a_host_that_does_not_resolve_is_refused_when_called(tenant):
     with tenant_scope(tenant):
         provider = ModelProviderFactory(tenant=tenant, base_url="https://models.no-such-host.invalid/v1")
     with pytest.raises(LLMError) as refused:
-        asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[{"role": "user", "content": "hi"}]))
+        asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[ChatMessage.user("hi")]))
     assert refused.value.code == HOST_UNRESOLVED and "does not resolve" in refused.value.message
     assert "无法解析" in message_for(HOST_UNRESOLVED, "zh-hans")
 

@@ -9,6 +9,7 @@ import pytest
 from django.utils.functional import Promise
 from hypothesis import strategies as st
 
+from llm.messages import wire
 from llm.tokens import REPLY_PRIMING, count_messages
 from memory import overflow
 from memory.overflow import (
@@ -308,7 +309,7 @@ def check_window(messages: list[StoredMessage], cfg: OverflowConfig, fixed: int,
     else:
         assert set(window.dropped_ids) == set(window.unpaired_ids), context
     # Exactly one system message reaches the model, first, whatever the window holds.
-    request = build_model_messages(system_prompt="You help.", summary=None, window=window)
+    request = wire(build_model_messages(system_prompt="You help.", summary=None, window=window))
     assert [m["role"] for m in request].count("system") == 1 and request[0]["role"] == "system", context
 
 
@@ -367,7 +368,7 @@ HISTORY = [
 
 @pytest.mark.parametrize("message", HISTORY, ids=lambda m: m.role)
 def test_message_tokens_is_count_messages_of_that_message_without_the_reply_priming(message):
-    as_sent = openai_message(message.role, message.content, message.tool_calls, message.tool_call_id)
+    as_sent = openai_message(message.role, message.content, message.tool_calls, message.tool_call_id).as_dict()
     assert message.token_count == count_messages([as_sent], MODEL) - REPLY_PRIMING
     assert message.token_count + REPLY_PRIMING == count_messages([as_sent], MODEL)
 
@@ -376,17 +377,17 @@ def test_the_prompt_costs_exactly_fixed_tokens_plus_the_stored_counts():
     prompt, summary, recalled = "You are a waiter. 你是服务员。", "The user is vegetarian. 用户吃素。", ["Likes tofu"]
     fixed = fixed_tokens(system_prompt=prompt, summary=summary, recalled=recalled, model=MODEL)
     window = select(HISTORY, config("sliding_window"), fixed_tokens=fixed)
-    request = build_model_messages(system_prompt=prompt, summary=summary, window=window, recalled=recalled)
+    request = wire(build_model_messages(system_prompt=prompt, summary=summary, window=window, recalled=recalled))
     assert count_messages(request, MODEL) == window.tokens_sent == fixed + sum(m.token_count for m in HISTORY)
 
 
 def test_build_model_messages_sends_exactly_one_system_message_first():
     history = [stored(10, "system", "The plan was interrupted at step 2."), *HISTORY]
     window = select(history, config("none", max_tokens=None), fixed_tokens=0)
-    request = build_model_messages(
+    request = wire(build_model_messages(
         system_prompt="You are a waiter.", summary="Earlier: the user booked a table for 4.", window=window,
         recalled=["The user is allergic to peanuts"],
-    )  # fmt: skip
+    ))  # fmt: skip
     assert [m["role"] for m in request].count("system") == 1
     assert request[0]["role"] == "system"
     system = request[0]["content"]
@@ -405,26 +406,26 @@ def test_build_model_messages_sends_exactly_one_system_message_first():
 
 def test_build_model_messages_without_a_summary_has_no_summary_heading():
     window = Window(messages=(HISTORY[0],))
-    request = build_model_messages(system_prompt="Be brief.", summary=None, window=window)
+    request = wire(build_model_messages(system_prompt="Be brief.", summary=None, window=window))
     assert request == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "今天的菜单有什么？"}]
 
 
 def test_summary_prompt_first_and_incremental():
-    first = summary_prompt(previous_summary=None, messages=HISTORY)
+    first = wire(summary_prompt(previous_summary=None, messages=HISTORY))
     assert [m["role"] for m in first] == ["system", "user"]
     assert "name" in first[0]["content"] and "人名" in first[0]["content"]
     assert "open" in first[0]["content"] and "尚未解决" in first[0]["content"]
     assert "今天的菜单有什么？" in first[1]["content"] and "menu" in first[1]["content"]
     assert "已有摘要" not in first[1]["content"]
 
-    later = summary_prompt(previous_summary="The user wants dinner for 4.", messages=HISTORY[3:])
+    later = wire(summary_prompt(previous_summary="The user wants dinner for 4.", messages=HISTORY[3:]))
     assert "The user wants dinner for 4." in later[1]["content"]
     assert "已有摘要" in later[1]["content"] and "Existing summary" in later[1]["content"]
 
 
 def test_summary_prompt_cuts_very_long_tool_results():
     huge = StoredMessage(id=1, role="tool", content="x" * 50000, tool_call_id="c", token_count=0)
-    prompt = summary_prompt(previous_summary=None, messages=[huge], max_chars_per_message=1000)
+    prompt = wire(summary_prompt(previous_summary=None, messages=[huge], max_chars_per_message=1000))
     assert len(prompt[1]["content"]) < 1500
 
 

@@ -4,6 +4,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from agents.services import conversation_start
+from llm.messages import wire
 from llm.tokens import count_messages
 from memory import overflow
 from memory.models import Conversation, ConversationContext, Message, MessageStatus
@@ -55,10 +56,10 @@ def test_context_build_sends_one_system_message(make_agent, member, in_tenant):
     _chat(conversation, 2)
     message_add(conversation=conversation, role="user", content="and now?")
     built = context_build(conversation=conversation, system_prompt=PROMPT)
-    roles = [message["role"] for message in built.messages]
+    roles = [message.role for message in built.messages]
     assert roles.count("system") == 1 and roles[0] == "system"
-    assert "Hangzhou" in built.messages[0]["content"] and PROMPT in built.messages[0]["content"]
-    assert built.messages[-1] == {"role": "user", "content": "and now?"}
+    assert "Hangzhou" in built.messages[0].content and PROMPT in built.messages[0].content
+    assert built.messages[-1].as_dict() == {"role": "user", "content": "and now?"}
 
 
 def test_sliding_window_respects_the_budget_and_drops_old_messages(
@@ -75,7 +76,7 @@ def test_sliding_window_respects_the_budget_and_drops_old_messages(
     window = built.window
     assert window.triggered and window.dropped_ids and not window.over_budget
     assert window.tokens_sent <= 360
-    assert count_messages(built.messages, "gpt-4") == window.tokens_sent
+    assert count_messages(wire(built.messages), "gpt-4") == window.tokens_sent
     context = ConversationContext.objects.get(conversation=conversation)
     assert context.active_messages == [message.id for message in window.messages]
     metrics = overflow_metrics_for_agent(agent_id=agent.pk)

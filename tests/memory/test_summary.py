@@ -60,9 +60,9 @@ def test_25_messages_at_threshold_20_summarise_the_earliest_5(
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         built = context_build(conversation=conversation, system_prompt=PROMPT)
     assert callbacks == []  # one summary at a time: none is queued while one is pending
-    assert [m["role"] for m in built.messages].count("system") == 1
-    assert "panels in Hangzhou" in built.messages[0]["content"]
-    assert built.messages[-1] == {"role": "user", "content": "and the inverter?"}
+    assert [m.role for m in built.messages].count("system") == 1
+    assert "panels in Hangzhou" in built.messages[0].content
+    assert built.messages[-1].as_dict() == {"role": "user", "content": "and the inverter?"}
 
     # A duplicate task for ids already summarised does nothing.
     assert summarize_conversation.delay(conversation.tenant_id, conversation.pk, ids[:5]).get() == "nothing to do"
@@ -95,7 +95,7 @@ def test_a_failing_model_counts_a_failed_summary_and_the_window_still_fits(
         built = context_build(conversation=conversation, system_prompt=PROMPT)
     assert len(callbacks) == 1
     assert not built.window.over_budget and built.window.tokens_sent <= 270
-    assert built.messages[-1] == {"role": "user", "content": "still there?"}
+    assert built.messages[-1].as_dict() == {"role": "user", "content": "still there?"}
     context.refresh_from_db()
     assert context.summary == "Earlier: greetings and questions."
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 
+from llm.messages import ChatMessage
 from memory.longterm.events.walk import events_walk
 from memory.longterm.strength import Owner
 from memory.models import Event, RelationKind
@@ -144,17 +146,21 @@ def known_events_text(owner: Owner, query: str, limit: int = 8) -> str:
 
 
 def extract_with_model(
-    *, complete: Any, known: str, exchange: str, now: dt.datetime, first_answer: str | None = None
+    *,
+    complete: Callable[[list[ChatMessage]], str],
+    known: str,
+    exchange: str,
+    now: dt.datetime,
+    first_answer: str | None = None,
 ) -> Extraction:
     """Ask the model for the exchange's events (`complete(messages) -> text`), validate, repair once, else skip.
     With `first_answer` (seed 2's combined answer, which came with the reply) that answer is the first try: a valid
     one costs no call, an invalid one gets the one repair call."""
     messages = [
-        {"role": "system", "content": EXTRACTION_PROMPT},
-        {
-            "role": "user",
-            "content": f"Now: {now.isoformat(timespec='seconds')}\nKnown events:\n{known}\n\nNew exchange:\n{exchange}",
-        },
+        ChatMessage.system(EXTRACTION_PROMPT),
+        ChatMessage.user(
+            f"Now: {now.isoformat(timespec='seconds')}\nKnown events:\n{known}\n\nNew exchange:\n{exchange}"
+        ),
     ]
     answer = complete(messages) if first_answer is None else first_answer
     try:
@@ -162,12 +168,11 @@ def extract_with_model(
     except ExtractionInvalid as exc:
         first_error = str(exc)
     messages += [
-        {"role": "assistant", "content": answer},
-        {
-            "role": "user",
-            "content": f"That answer is invalid ({first_error}). Reply again with the JSON object only, matching "
-            "the form given. 上面的回答无效，请只输出符合格式的 JSON 对象。",
-        },
+        ChatMessage.assistant(answer),
+        ChatMessage.user(
+            f"That answer is invalid ({first_error}). Reply again with the JSON object only, matching "
+            "the form given. 上面的回答无效，请只输出符合格式的 JSON 对象。"
+        ),
     ]
     try:
         return Extraction(parse_extraction(complete(messages)), repaired=True)
