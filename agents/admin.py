@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -87,7 +87,6 @@ class WorkflowAdmin(TenantOwnedAdmin):
 
     @admin.action(description=_("Export the selected workflows as YAML"))
     def export_yaml(self, request, queryset):
-        from django.http import HttpResponse
 
         text = "---\n".join(w.yaml if w.yaml.endswith("\n") else w.yaml + "\n" for w in queryset.order_by("name"))
         response = HttpResponse(text, content_type="application/x-yaml; charset=utf-8")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -333,7 +334,6 @@ class ToolHttpAllowedHost(TenantOwned):
 
     def clean(self) -> None:
         super().clean()
-        import re
 
         host = (self.host or "").strip().lower().rstrip(".")
         wildcard = host.startswith("*.")

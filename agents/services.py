@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
+from django.utils.translation import gettext as _
 
 from agents.config import agent_config
 from agents.models import Agent, AgentVersion
@@ -33,8 +35,6 @@ EDITABLE_FIELDS = (
 
 def _set_knowledge_bases(agent: Agent, knowledge_bases: Any) -> None:
     """Attach exactly these knowledge bases; one of another tenant is refused."""
-    from django.core.exceptions import ValidationError
-    from django.utils.translation import gettext as _
 
     knowledge_bases = list(knowledge_bases or [])
     if any(kb.tenant_id != agent.tenant_id for kb in knowledge_bases):

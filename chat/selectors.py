@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -261,8 +262,6 @@ def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, (dict, list)):
-        import json
-
         return json.dumps(value, ensure_ascii=False)
     return str(value)
 

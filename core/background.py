@@ -11,6 +11,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from django.db import close_old_connections
+
 logger = logging.getLogger(__name__)
 
 
@@ -39,7 +41,6 @@ class BackgroundLine:
             self.pending.discard(future)
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> None:
-        from django.db import close_old_connections
 
         try:
             fn(*args)

@@ -20,14 +20,22 @@ import contextlib
 import dataclasses
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from agents import frames
 from core.conf import setting
+from core.registry import Slot
 from engine.streams import FrameLog, frame_body, turn_lease_seconds
 
 logger = logging.getLogger("engine.bus")
+
+# engine.turns ends the dead turns a hub finds (end_interrupted_turns); it writes through this module's hubs and
+# writers, so it fills this slot (engine.apps) instead of this module importing it back.
+EndInterrupted = Callable[[FrameLog, list[int]], Awaitable[Any]]
+interrupted_turns_ender: Slot[EndInterrupted] = Slot(
+    "what ends a dead turn a hub finds (engine.bus)", filled_by="the engine app (engine.apps)"
+)
 
 
 class Listener(Protocol):
@@ -82,10 +90,8 @@ class Hub:
                 await self._end_interrupted(list(self.listeners))
 
     async def _end_interrupted(self, conversation_ids: list[int]) -> None:
-        from engine.turns import end_interrupted_turns  # engine.turns imports this module
-
         try:
-            await end_interrupted_turns(self.log, conversation_ids)
+            await interrupted_turns_ender.get()(self.log, conversation_ids)
         except Exception:  # the frame log is unavailable: the next round tries again
             logger.warning("could not look for interrupted turns", exc_info=True)
 

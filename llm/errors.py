@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import openai
 from django.utils.translation import get_language, gettext, gettext_noop, override
 
 AUTH_FAILED = "auth_failed"
@@ -224,7 +225,6 @@ def from_exception(
     `streaming` means the response had started: a broken connection then is a dropped stream, not an unreachable
     provider.
     """
-    import openai
 
     if isinstance(exc, LLMError):
         if partial_text and not exc.partial_text:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from llm.demo import DEMO_SCRIPT_PATH
 from llm.script import ErrorPlan, ScriptEngine, StreamDropped, embed, load_script
 
 _REASONS = {
@@ -214,7 +215,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--script", help="YAML or JSON script file (default: the demo script)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     args = parser.parse_args(argv)
-    from llm.demo import DEMO_SCRIPT_PATH
 
     script = load_script(args.script or DEMO_SCRIPT_PATH)
     try:

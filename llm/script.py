@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from llm import tokens
 from llm.messages import ChatMessage
 
@@ -430,8 +432,6 @@ def load_script(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     if path.suffix in (".yaml", ".yml"):
-        import yaml
-
         return yaml.safe_load(text) or {}
     return json.loads(text)
 

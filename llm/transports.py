@@ -23,8 +23,9 @@ import httpx2
 import openai
 
 from core.netguard import Network, Resolver, UnresolvedHost, check_url
-from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, LLMError
-from llm.script import ErrorPlan, ScriptEngine
+from llm.demo import demo_engine
+from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, PROVIDER_TIMEOUT, LLMError, code_for_status
+from llm.script import ErrorPlan, ScriptEngine, embed
 
 # Ollama and vLLM accept any key; the SDK insists on one, so keyless providers send this placeholder.
 KEYLESS_PLACEHOLDER = "not-needed"
@@ -225,13 +226,10 @@ class ScriptedTransport(Transport):
     @property
     def engine(self) -> ScriptEngine:
         if self._engine is None:
-            from llm.demo import demo_engine
-
             self._engine = demo_engine()
         return self._engine
 
     async def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[Chunk]:
-        from llm.errors import PROVIDER_TIMEOUT, LLMError, code_for_status
 
         plan = self.engine.plan({**params, "stream": True, "stream_options": {"include_usage": True}})
         if isinstance(plan, ErrorPlan):
@@ -253,7 +251,6 @@ class ScriptedTransport(Transport):
     async def embed(
         self, connection: Connection, model: str, inputs: list[str]
     ) -> tuple[list[list[float]], int | None]:
-        from llm.script import embed
 
         return [embed(text) for text in inputs], None
 

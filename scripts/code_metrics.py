@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["config", "api", "chat", "turns", "plans", "agents", "memory", "knowledge", "llm", "tenants", "core"]
+PACKAGES = ["config", "api", "chat", "engine", "plans", "agents", "memory", "knowledge", "llm", "tenants", "core"]
 LONG = 80
 
 

@@ -3,6 +3,8 @@ and import; and agent export/import. Members read; owners and admins change. Ano
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -165,7 +167,6 @@ def workflow_export(request: HttpRequest, workflow_id: int) -> HttpResponse:
 
 
 def _quote(name: str) -> str:
-    from urllib.parse import quote
 
     return quote(name, safe="")
 
