@@ -11,6 +11,7 @@ from knowledge import vectorstore
 from knowledge.ingest import CONTINUE, TAKEN, ingest_next_share, ingest_queued_in_scope, queued_is_taken
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
+from tenants.taskscope import tenant_task
 
 
 @shared_task(bind=True, name="knowledge.ingest_document")
@@ -59,14 +60,11 @@ def ingest_queued(tenant_id: int, document_id: int) -> tuple[str, list[int]]:
 
 
 @shared_task(name="knowledge.build_vector_index")
+@tenant_task(gone=False)
 def build_vector_index(tenant_id: int, knowledge_base_id: int, dimension: int) -> bool:
     """Build a large knowledge base's own HNSW index (queued by ingestion once it crosses
     KNOWLEDGE_OWN_INDEX_MIN_CHUNKS); True when this task built it. A no-op when it exists or is being built."""
-    tenant = Tenant.objects.filter(pk=tenant_id).first()
-    if tenant is None:
-        return False
-    with tenant_scope(tenant):
-        return vectorstore.ensure_own_index(knowledge_base_id, dimension)
+    return vectorstore.ensure_own_index(knowledge_base_id, dimension)
 
 
 @shared_task(name="knowledge.drop_vector_indexes")
