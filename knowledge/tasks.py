@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from celery import shared_task
 
 from core.conf import setting
+from knowledge import vectorstore
 from knowledge.ingest import CONTINUE, TAKEN, ingest_next_share, ingest_queued_in_scope, queued_is_taken
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
+from tenants.taskscope import tenant_task
 
 
 @shared_task(bind=True, name="knowledge.ingest_document")
@@ -58,21 +60,14 @@ def ingest_queued(tenant_id: int, document_id: int) -> tuple[str, list[int]]:
 
 
 @shared_task(name="knowledge.build_vector_index")
+@tenant_task(gone=False)
 def build_vector_index(tenant_id: int, knowledge_base_id: int, dimension: int) -> bool:
     """Build a large knowledge base's own HNSW index (queued by ingestion once it crosses
     KNOWLEDGE_OWN_INDEX_MIN_CHUNKS); True when this task built it. A no-op when it exists or is being built."""
-    from knowledge import vectorstore
-
-    tenant = Tenant.objects.filter(pk=tenant_id).first()
-    if tenant is None:
-        return False
-    with tenant_scope(tenant):
-        return vectorstore.ensure_own_index(knowledge_base_id, dimension)
+    return vectorstore.ensure_own_index(knowledge_base_id, dimension)
 
 
 @shared_task(name="knowledge.drop_vector_indexes")
 def drop_vector_indexes(knowledge_base_id: int) -> list[str]:
     """Drop a deleted knowledge base's own HNSW indexes (queued once its deletion commits); their names."""
-    from knowledge import vectorstore
-
     return vectorstore.drop_own_indexes(knowledge_base_id)

@@ -11,8 +11,7 @@ from memory.counters import overflow_metric_add
 from memory.longterm.extraction import sleep_everyone, turn_memory_extract
 from memory.models import Conversation
 from memory.summaries import conversation_summarize, conversation_summary_failed
-from tenants.models import Tenant
-from tenants.scope import tenant_scope
+from tenants.taskscope import tenant_task
 
 logger = logging.getLogger(__name__)
 
@@ -32,36 +31,34 @@ logger = logging.getLogger(__name__)
     acks_late=True,
     reject_on_worker_lost=True,
 )
+@tenant_task()
 def summarize_conversation(self, tenant_id: int, conversation_id: int, message_ids: list[int]) -> str:
     """Summarise `message_ids` of a conversation; after the last retry, count the failure and clear the flag. A
     delivery after a lost worker counts as a retried summary."""
-    tenant = Tenant.objects.filter(pk=tenant_id).first()
-    if tenant is None:
+    conversation = Conversation.objects.select_related("tenant", "provider").filter(pk=conversation_id).first()
+    if conversation is None:
         return "gone"
-    with tenant_scope(tenant):
-        conversation = Conversation.objects.select_related("tenant", "provider").filter(pk=conversation_id).first()
-        if conversation is None:
-            return "gone"
-        if (self.request.delivery_info or {}).get("redelivered"):
-            logger.warning("summary of conversation %s delivered again: its worker was lost", conversation_id)
-            overflow_metric_add(tenant_id=tenant_id, agent_id=conversation.agent_id, summaries_retried=1)
-        try:
-            done = conversation_summarize(conversation=conversation, message_ids=message_ids)
-        except LLMError as exc:
-            if exc.retryable and self.request.retries < self.max_retries:
-                if self.request.is_eager:
-                    # Eager mode (the embedded default, tests) cannot schedule a retry, and with eager propagation
-                    # celery would raise Retry into the chat turn that queued this: try again now instead.
-                    retry = self.apply(args=(tenant_id, conversation_id, message_ids), retries=self.request.retries + 1)
-                    return retry.result
-                raise  # autoretry_for schedules the next attempt, with backoff
-            logger.warning("summary of conversation %s failed for good: %s", conversation_id, exc)
-            conversation_summary_failed(conversation=conversation)
-            return "failed"
+    if (self.request.delivery_info or {}).get("redelivered"):
+        logger.warning("summary of conversation %s delivered again: its worker was lost", conversation_id)
+        overflow_metric_add(tenant_id=tenant_id, agent_id=conversation.agent_id, summaries_retried=1)
+    try:
+        done = conversation_summarize(conversation=conversation, message_ids=message_ids)
+    except LLMError as exc:
+        if exc.retryable and self.request.retries < self.max_retries:
+            if self.request.is_eager:
+                # Eager mode (the embedded default, tests) cannot schedule a retry, and with eager propagation
+                # celery would raise Retry into the chat turn that queued this: try again now instead.
+                retry = self.apply(args=(tenant_id, conversation_id, message_ids), retries=self.request.retries + 1)
+                return retry.result
+            raise  # autoretry_for schedules the next attempt, with backoff
+        logger.warning("summary of conversation %s failed for good: %s", conversation_id, exc)
+        conversation_summary_failed(conversation=conversation)
+        return "failed"
     return "summarized" if done else "nothing to do"
 
 
 @shared_task(name="memory.extract_turn_memory")
+@tenant_task()
 def extract_turn_memory(
     tenant_id: int,
     conversation_id: int,
@@ -72,17 +69,13 @@ def extract_turn_memory(
 ) -> str:
     """After a turn: index it (M7) and extract its events (M5) by `mode` ("model", "rules", or "combined" with the
     model's whole JSON `answer`). Never raises for a model failure: the extraction is skipped and counted."""
-    tenant = Tenant.objects.filter(pk=tenant_id).first()
-    if tenant is None:
+    conversation = Conversation.objects.select_related("tenant", "provider").filter(pk=conversation_id).first()
+    if conversation is None:
         return "gone"
-    with tenant_scope(tenant):
-        conversation = Conversation.objects.select_related("tenant", "provider").filter(pk=conversation_id).first()
-        if conversation is None:
-            return "gone"
-        return turn_memory_extract(
-            conversation=conversation, user_message_id=user_message_id, reply_message_id=reply_message_id, mode=mode,
-            answer=answer,
-        )  # fmt: skip
+    return turn_memory_extract(
+        conversation=conversation, user_message_id=user_message_id, reply_message_id=reply_message_id, mode=mode,
+        answer=answer,
+    )  # fmt: skip
 
 
 @shared_task(name="memory.sleep_all")

@@ -7,6 +7,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 from django.utils.translation import gettext_lazy as _
 
+from tenants.models import TenantOwned
+
 
 def is_platform_admin(request: HttpRequest) -> bool:
     """A platform superuser: sees and edits every tenant in the admin."""
@@ -38,8 +40,6 @@ class PlatformAdminSite(admin.AdminSite):
         ]
 
     def view_on_site(self, request: HttpRequest, content_type_id: int, object_id: str) -> HttpResponse:
-        from tenants.models import TenantOwned
-
         content_type = ContentType.objects.filter(pk=content_type_id).first()
         model = content_type.model_class() if content_type is not None else None
         if model is None:

@@ -33,6 +33,7 @@ from django.core import checks
 from django.db import connections
 from django.db.backends.signals import connection_created
 
+from tenants.models import TenantOwned
 from tenants.scope import current_scope
 
 SETTING = "app.tenant_id"
@@ -132,8 +133,6 @@ def connect_signals() -> None:
 
 def tenant_tables() -> list[str]:
     """The tables of every concrete tenant-owned model."""
-    from tenants.models import TenantOwned
-
     return sorted(
         {
             model._meta.db_table

@@ -12,10 +12,7 @@ import logging
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from tenants.models import Tenant
+from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -24,9 +21,16 @@ class TenantScopeError(RuntimeError):
     """Tenant data was touched outside a tenant scope, or across tenants."""
 
 
+class TenantLike(Protocol):
+    """A tenant as the scope holds it: a `tenants.models.Tenant`. The scope is the floor under the managers and the
+    models, which use it, so it names the model by what it needs of it (its key) instead of importing it."""
+
+    pk: Any
+
+
 @dataclass(frozen=True)
 class Scope:
-    tenant: Tenant | None
+    tenant: TenantLike | None
     # Set only by all_tenants(): every tenant's rows are visible, and why.
     bypass_reason: str | None = None
 
@@ -42,13 +46,13 @@ def current_scope() -> Scope | None:
     return _current.get()
 
 
-def current_tenant() -> Tenant | None:
+def current_tenant() -> TenantLike | None:
     """The tenant of the active scope, or None (no scope, or an all-tenants bypass)."""
     scope = _current.get()
     return scope.tenant if scope else None
 
 
-def require_tenant() -> Tenant:
+def require_tenant() -> TenantLike:
     """The active tenant; raises when code that needs one runs outside a tenant scope."""
     tenant = current_tenant()
     if tenant is None:
@@ -57,7 +61,7 @@ def require_tenant() -> Tenant:
 
 
 @contextlib.contextmanager
-def tenant_scope(tenant: Tenant) -> Iterator[Tenant]:
+def tenant_scope(tenant: TenantLike) -> Iterator[TenantLike]:
     """Run the block with `tenant` as the only tenant whose rows can be read or written."""
     if tenant is None or tenant.pk is None:
         raise TenantScopeError("tenant_scope() needs a saved tenant.")

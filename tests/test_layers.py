@@ -26,16 +26,18 @@ def _toml(value) -> str:
 
 
 def _module(root: Path, dotted: str) -> Path:
-    """The file of module `dotted` under `root` (packages created on the way); a root package is its __init__."""
+    """The file of module `dotted` under `root` (packages created on the way); a root package, or a module that
+    another named module made a package (knowledge.ingest), is its __init__."""
     *packages, last = dotted.split(".")
     directory = root
     for package in packages:
         directory = directory / package
         directory.mkdir(exist_ok=True)
         (directory / "__init__.py").touch()
-    if not packages:
-        (root / last).mkdir(exist_ok=True)
-        return root / last / "__init__.py"
+        directory.with_suffix(".py").unlink(missing_ok=True)  # an empty module named earlier becomes the package
+    if not packages or (directory / last).is_dir():
+        (directory / last).mkdir(exist_ok=True)
+        return directory / last / "__init__.py"
     return directory / f"{last}.py"
 
 
@@ -120,4 +122,31 @@ def test_the_model_files_never_import_the_embedders_registry_back(tmp_path):
     assert result.returncode == 1 and "knowledge.minilm_onnx -> knowledge.embedders" in result.stdout, result.stdout
     (tmp_path / "down").mkdir()
     down = {"knowledge.retrieval": "knowledge.embedders", "knowledge.embedders": "knowledge.minilm_onnx"}
+    assert _lint(_tree_with(tmp_path / "down", down)).returncode == 0
+
+
+def test_the_tenant_scope_is_the_base_and_ingestion_never_imports_the_tasks_that_queue_it(tmp_path):
+    upward = {
+        "tenants.scope": "tenants.models",
+        "tenants.models": "tenants.packs",
+        "knowledge.ingest": "knowledge.tasks",
+    }
+    result = _lint(_tree_with(tmp_path, upward))
+    assert result.returncode == 1, result.stdout + result.stderr
+    for importer, imported in upward.items():
+        assert f"{importer} is not allowed to import {imported}" in result.stdout, result.stdout
+    (tmp_path / "down").mkdir()
+    down = {"tenants.packs": "tenants.models", "tenants.models": "tenants.scope", "knowledge.tasks": "knowledge.ingest"}
+    assert _lint(_tree_with(tmp_path / "down", down)).returncode == 0
+
+
+def test_the_ingestion_parts_import_only_those_below_them(tmp_path):
+    result = _lint(_tree_with(tmp_path, {"knowledge.ingest.claim": "knowledge.ingest.pipeline"}))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "knowledge.ingest.claim -> knowledge.ingest.pipeline" in result.stdout, result.stdout
+    (tmp_path / "down").mkdir()
+    down = {
+        "knowledge.ingest.pipeline": "knowledge.ingest.claim",
+        "knowledge.ingest.store": "knowledge.ingest.progress",
+    }
     assert _lint(_tree_with(tmp_path / "down", down)).returncode == 0

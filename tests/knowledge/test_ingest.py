@@ -10,10 +10,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from knowledge import ingest as ingest_module
 from knowledge.demo import HUANGMENJI_MENU, seed_demo_knowledge
 from knowledge.embedders import EmbedderError, local_embedder
-from knowledge.ingest import document_ingest
+from knowledge.ingest import document_ingest, pipeline
 from knowledge.models import Chunk, Document, DocumentStatus, IngestStage, KnowledgeBase
 from knowledge.retrieval import search
 from knowledge.selectors import document_is_stalled, document_progress
@@ -107,9 +106,9 @@ def test_a_corrupt_pdf_fails_with_its_reason_and_the_other_documents_still_inges
 
 
 def test_progress_moves_from_0_to_100_batch_by_batch(kb, ingest, monkeypatch):
-    monkeypatch.setattr(ingest_module, "EMBED_BATCH", 2)
+    monkeypatch.setattr(pipeline, "EMBED_BATCH", 2)
     recorder = RecordingEmbedder("long.txt")
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: recorder)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: recorder)
     text = " ".join(f"Fact number {i} about solar panels and inverters is written here." for i in range(40))
     with tenant_scope(kb.tenant), ingest():
         document = document_add(knowledge_base=kb, name="long.txt", content=text.encode())
@@ -131,7 +130,7 @@ def test_reingesting_a_replaced_file_swaps_the_chunks_at_the_end(kb, ingest, mon
         old_ids = set(Chunk.objects.filter(document=first).values_list("pk", flat=True))
         revision = KnowledgeBase.objects.get(pk=kb.pk).revision
     recorder = RecordingEmbedder("notes.txt")
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: recorder)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: recorder)
 
     second = _add(kb, ingest, "notes.txt", b"Puffins nest on cliffs. They dive for sand eels.")
 
@@ -149,7 +148,7 @@ def test_reingesting_a_replaced_file_swaps_the_chunks_at_the_end(kb, ingest, mon
 
 def test_uploading_the_same_file_again_changes_nothing(kb, ingest, monkeypatch):
     first = _add(kb, ingest, "notes.txt", SOLAR_TEXT.encode())
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda kb: pytest.fail("must not re-ingest"))
+    monkeypatch.setattr(pipeline, "embedder_for", lambda kb: pytest.fail("must not re-ingest"))
     again = _add(kb, ingest, "notes.txt", SOLAR_TEXT.encode())
     assert again.pk == first.pk and again.ingested_at == first.ingested_at
 
@@ -171,7 +170,7 @@ def test_changing_the_chunk_settings_reingests_every_document(kb, ingest):
 def test_an_embedder_error_fails_the_document_with_its_message_and_keeps_the_old_chunks(kb, ingest, monkeypatch):
     document = _add(kb, ingest, "notes.txt", SOLAR_TEXT.encode())
     failing = RecordingEmbedder("notes.txt", fail_with=EmbedderError("The embeddings endpoint refused the key."))
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: failing)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: failing)
     with tenant_scope(kb.tenant), ingest():
         document_reingest(document=document)
     with tenant_scope(kb.tenant):
@@ -184,7 +183,7 @@ def test_an_embedder_error_fails_the_document_with_its_message_and_keeps_the_old
 
 def test_an_unexpected_error_shows_a_short_reason_and_logs_the_traceback(kb, ingest, monkeypatch, caplog):
     failing = RecordingEmbedder("notes.txt", fail_with=ZeroDivisionError("boom"))
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: failing)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: failing)
     with caplog.at_level(logging.ERROR, logger="knowledge.ingest"):
         document = _add(kb, ingest, "notes.txt", SOLAR_TEXT.encode())
     assert document.status == DocumentStatus.FAILED
@@ -199,7 +198,7 @@ def test_a_file_replaced_during_ingestion_leaves_the_work_to_the_newer_ingestion
             Document.objects.filter(name=self.document_name).update(file="knowledge/newer.txt")
             return super().embed(texts)
 
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: Replacing("notes.txt"))
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: Replacing("notes.txt"))
     with tenant_scope(kb.tenant), ingest():
         document = document_add(knowledge_base=kb, name="notes.txt", content=SOLAR_TEXT.encode(), queue=False)
     assert document_ingest(document_id=document.pk) == "superseded"
@@ -240,7 +239,7 @@ def test_a_document_without_progress_for_a_while_is_stalled_and_can_be_reingeste
 
 def test_the_task_finds_no_document_of_another_tenant(kb, other_kb, ingest, monkeypatch):
     theirs = _add(other_kb, ingest, "secret.txt", b"The noodle secret is patience.")
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: pytest.fail("must not run"))
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: pytest.fail("must not run"))
     assert ingest_document.apply(args=(kb.tenant_id, theirs.pk)).get() == "gone"
     assert document_ingest(document_id=987654) == "gone"
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from django.db import transaction
 
-from knowledge import ingest as ingest_module
+from knowledge.ingest import pipeline
 from knowledge.models import Chunk, Document
 from knowledge.services import document_add, knowledge_base_create
 from tenants.scope import tenant_scope
@@ -60,7 +60,7 @@ def test_the_page_reads_and_uploads_while_the_background_thread_stores_its_chunk
     "database is locked" (a file without a busy wait)."""
     settings.KNOWLEDGE_INGEST_IN_THREAD = True
     embedder = _PausingEmbedder()
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: embedder)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: embedder)
     with tenant_scope(tenant):
         knowledge_base = knowledge_base_create(tenant=tenant, name="Notes")
         first = document_add(knowledge_base=knowledge_base, name="first.txt", content=b"Solar panels face south.")

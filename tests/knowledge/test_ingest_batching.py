@@ -1,4 +1,4 @@
-"""Small documents queued together are ingested together (knowledge.ingest: `_claim`, `_Batch`): shared embedding
+"""Small documents queued together are ingested together (knowledge.ingest: `claim_batch`, `Batch`): shared embedding
 calls, one bulk insert, their rows marked in a few statements and one revision bump, whatever their number; each keeps
 its own outcome (a failing one fails alone with its reason, a deleted or replaced one is left out alone), their own
 tasks find them taken at the cost of one query, and on a worker the batch goes in shares like one document."""
@@ -11,15 +11,17 @@ import time
 import numpy as np
 import pytest
 
-from knowledge import ingest as ingest_module
 from knowledge import vectorstore
 from knowledge.embedders import EmbedderError
 from knowledge.ingest import (
     CONTINUE,
     TAKEN,
+    claim,
     ingest_in_scope,
     ingest_next_share,
     ingest_queued_in_scope,
+    pipeline,
+    progress,
 )
 from knowledge.models import Chunk, Document, IngestShare, KnowledgeBase
 from knowledge.services import document_add, document_replace
@@ -60,7 +62,7 @@ class HashedEmbedder:
 @pytest.fixture
 def embedder(monkeypatch):
     embedder = HashedEmbedder()
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: embedder)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: embedder)
     return embedder
 
 
@@ -91,7 +93,7 @@ def test_a_batch_of_small_documents_costs_a_bounded_number_of_statements(
         assert sorted(taken) == sorted(d.pk for d in documents[1:])
         assert set(_statuses(documents).values()) == {"ready"}
         assert KnowledgeBase.objects.get(pk=kb.pk).revision == revision + 1  # one bump for the whole batch
-        assert sum(embedder.calls) == count and len(embedder.calls) == -(-count // ingest_module.EMBED_BATCH)
+        assert sum(embedder.calls) == count and len(embedder.calls) == -(-count // pipeline.EMBED_BATCH)
         for document in Document.objects.filter(pk__in=[d.pk for d in documents]):
             assert (document.stage, document.progress, document.chunk_count) == ("done", 100, 1)
             assert document.embedded_with == "test:hashed:8" and document.ingested_at is not None
@@ -123,7 +125,7 @@ def test_a_batch_stores_what_one_document_at_a_time_would(kb, embedder):
 
 def test_a_failing_document_fails_alone_with_its_reason(kb, monkeypatch):
     embedder = HashedEmbedder(poison="roof 3 ")  # note 3 (and 10, 17, ...): the endpoint refuses them
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: embedder)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: embedder)
     with tenant_scope(kb.tenant):
         documents = _queue(kb, 8)
         corrupt = document_add(knowledge_base=kb, name="scan.pdf", content=b"PK\x03\x04 no pdf", queue=False)
@@ -142,8 +144,9 @@ def test_a_failing_document_fails_alone_with_its_reason(kb, monkeypatch):
 
 
 def test_deleting_or_replacing_one_in_the_middle_of_a_batch_leaves_only_it_out(kb, monkeypatch):
-    monkeypatch.setattr(ingest_module, "EMBED_BATCH", 4)  # several embedding calls,
-    monkeypatch.setattr(ingest_module, "PROGRESS_SECONDS", 0)  # checked between them (not at most every second)
+    monkeypatch.setattr(pipeline, "EMBED_BATCH", 4)  # several embedding calls,
+    monkeypatch.setattr(pipeline, "PROGRESS_SECONDS", 0)  # checked between them (not at most every second)
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0)
 
     def meanwhile(call: int) -> None:
         if call == 1:
@@ -152,7 +155,7 @@ def test_deleting_or_replacing_one_in_the_middle_of_a_batch_leaves_only_it_out(k
             document_replace(document=replaced, content=b"A new version of note 9.", queue=False)
 
     embedder = HashedEmbedder(on_call=meanwhile)
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: embedder)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: embedder)
     with tenant_scope(kb.tenant):
         documents = _queue(kb, 12)
         assert ingest_queued_in_scope(document_id=documents[0].pk) == "ready"
@@ -170,7 +173,7 @@ def test_deleting_or_replacing_one_in_the_middle_of_a_batch_leaves_only_it_out(k
 
 
 def test_a_large_document_goes_alone_and_leaves_the_small_ones_queued(kb, embedder, monkeypatch):
-    monkeypatch.setattr(ingest_module, "SMALL_DOCUMENT_BYTES", 1000)
+    monkeypatch.setattr(claim, "SMALL_DOCUMENT_BYTES", 1000)
     with tenant_scope(kb.tenant):
         big = document_add(knowledge_base=kb, name="big.txt", content=b"Long report. " * 200, queue=False)
         small = _queue(kb, 3)
@@ -182,7 +185,7 @@ def test_a_large_document_goes_alone_and_leaves_the_small_ones_queued(kb, embedd
 
 
 def test_a_batch_in_shares_on_a_worker_survives_the_loss_of_its_first_document(kb, embedder, monkeypatch):
-    monkeypatch.setattr(ingest_module, "EMBED_BATCH", 3)
+    monkeypatch.setattr(pipeline, "EMBED_BATCH", 3)
     with tenant_scope(kb.tenant):
         documents = _queue(kb, 10)
         result = ingest_next_share(document_id=documents[0].pk, seconds=0)  # one embedding call
@@ -216,7 +219,7 @@ def test_the_embedded_defaults_line_runs_one_batch_for_an_upload_of_many_files(t
 
     settings.KNOWLEDGE_INGEST_IN_THREAD = True
     embedder = HashedEmbedder()
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: embedder)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: embedder)
     outcomes: list[str] = []
     real = tasks.ingest_queued
 

@@ -9,8 +9,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from knowledge import ingest as ingest_module
-from knowledge.ingest import CONTINUE, DUPLICATE, EMBED_BATCH, ingest_in_scope, ingest_share
+from knowledge.ingest import CONTINUE, DUPLICATE, EMBED_BATCH, ingest_in_scope, ingest_share, pipeline
 from knowledge.models import Chunk, Document, IngestShare
 from knowledge.services import document_add, document_replace
 from tenants.scope import tenant_scope
@@ -39,7 +38,7 @@ class TextEmbedder:
 @pytest.fixture
 def embedder(monkeypatch):
     embedder = TextEmbedder()
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: embedder)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: embedder)
     return embedder
 
 

@@ -9,8 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from knowledge import ingest as ingest_module
-from knowledge.ingest import EMBED_BATCH, ingest_in_scope
+from knowledge.ingest import EMBED_BATCH, ingest_in_scope, pipeline
 from knowledge.models import Document
 from knowledge.services import document_add, knowledge_base_create
 from tenants.scope import tenant_scope
@@ -79,7 +78,7 @@ def test_deleting_a_document_stops_its_ingestion(kb, monkeypatch):
             Document.objects.filter(pk=document.pk).delete()
 
     embedder = CountingEmbedder(on_batch=delete_during_the_first_batch)
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: embedder)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: embedder)
     with tenant_scope(kb.tenant):
         assert ingest_in_scope(document_id=document.pk) == "gone"
     assert embedder.batches == 1  # not the three or more the document needed
@@ -89,7 +88,7 @@ def test_deleting_a_document_stops_its_ingestion(kb, monkeypatch):
 def test_another_tenants_small_upload_does_not_wait_for_a_big_one(tenant, other_tenant, settings, monkeypatch):
     settings.KNOWLEDGE_INGEST_IN_THREAD = True
     slow = CountingEmbedder(delay=0.3)  # every batch of every document takes 0.3 s
-    monkeypatch.setattr(ingest_module, "embedder_for", lambda knowledge_base: slow)
+    monkeypatch.setattr(pipeline, "embedder_for", lambda knowledge_base: slow)
     with tenant_scope(tenant):
         big_kb = knowledge_base_create(tenant=tenant, name="Archive", chunk_size=60, chunk_overlap=10)
         big = document_add(knowledge_base=big_kb, name="archive.txt",
