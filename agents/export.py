@@ -94,9 +94,8 @@ def _renamed(text: str, name: str) -> str:
     return text
 
 
-@transaction.atomic
-def agent_import(*, tenant: Any, text: str) -> Agent:
-    """Create the agent (and its workflow) of an exported file in `tenant`; AgentImportError says what is wrong."""
+def _read_export(text: str) -> dict[str, Any]:
+    """The parsed export file; AgentImportError when it is not YAML or not an agent export."""
     try:
         check_yaml_depth(text)
         data = yaml.safe_load(text)
@@ -106,23 +105,47 @@ def agent_import(*, tenant: Any, text: str) -> Agent:
         raise AgentImportError([_("The file is not valid YAML: %(problem)s") % {"problem": exc}]) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("agent"), dict):
         raise AgentImportError([_("This is not an agent export: export an agent from its page and upload that file.")])
-    config = {name: data["agent"][name] for name in FIELDS if name in data["agent"]}
+    return data
+
+
+def _import_problems(config: dict[str, Any], tools: Any, workflow_text: Any) -> list[str]:
+    """What is wrong with an export's agent fields, tools and workflow, each in a sentence (none: it imports)."""
     errors: list[str] = []
     if not str(config.get("name") or "").strip():
         errors.append(_("The agent has no name."))
-    tools = config.get("tools") or []
     if not isinstance(tools, list):
         errors.append(_("Give the tools as a list of tool names."))
         tools = []
     unknown = [str(name) for name in tools if get_tool(str(name)) is None]
     if unknown:
         errors.append(_("Unknown tools: %(names)s.") % {"names": ", ".join(unknown)})
-    workflow_text = data.get("workflow")
     if workflow_text:
         try:
             parse_workflow(str(workflow_text))
         except WorkflowValidationError as exc:
             errors.extend(_("Workflow: %(error)s") % {"error": error} for error in exc.errors)
+    return errors
+
+
+def _import_workflow(*, tenant: Any, agent: Agent, workflow_text: str) -> None:
+    """Save an export's workflow for the imported agent, under a free name."""
+    document = parse_workflow(workflow_text)
+    free = _free_name(document.name[:110], Workflow)
+    text_to_save = _renamed(workflow_text, free) if free != document.name else workflow_text
+    try:
+        workflow_save(tenant=tenant, yaml_text=text_to_save, agent=agent)
+    except WorkflowValidationError as exc:
+        raise AgentImportError([str(error) for error in exc.errors]) from None
+
+
+@transaction.atomic
+def agent_import(*, tenant: Any, text: str) -> Agent:
+    """Create the agent (and its workflow) of an exported file in `tenant`; AgentImportError says what is wrong."""
+    data = _read_export(text)
+    config = {name: data["agent"][name] for name in FIELDS if name in data["agent"]}
+    tools = config.get("tools") or []
+    workflow_text = data.get("workflow")
+    errors = _import_problems(config, tools, workflow_text)
     if errors:
         raise AgentImportError(errors)
     name = _free_name(str(config.pop("name")).strip()[:110], Agent)
@@ -136,13 +159,5 @@ def agent_import(*, tenant: Any, text: str) -> Agent:
     except ValidationError as exc:
         raise AgentImportError([str(message) for message in exc.messages]) from None
     if workflow_text:
-        document = parse_workflow(str(workflow_text))
-        text_to_save = str(workflow_text)
-        free = _free_name(document.name[:110], Workflow)
-        if free != document.name:
-            text_to_save = _renamed(text_to_save, free)
-        try:
-            workflow_save(tenant=tenant, yaml_text=text_to_save, agent=agent)
-        except WorkflowValidationError as exc:
-            raise AgentImportError([str(error) for error in exc.errors]) from None
+        _import_workflow(tenant=tenant, agent=agent, workflow_text=str(workflow_text))
     return agent

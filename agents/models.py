@@ -229,11 +229,6 @@ class AgentVersion(TenantOwned):
     def token_overflow_config(self) -> dict[str, Any]:
         return self.snapshot.get("token_overflow_config") or default_overflow_config()
 
-    def overflow_snapshot(self) -> dict[str, Any]:
-        """The fields of a new ConversationContext: the strategy and its configuration, frozen."""
-        config = OverflowConfig.from_dict(self.token_overflow_config)
-        return {"strategy": config.strategy, "strategy_config": config.to_dict()}
-
 
 # Workflows (A7): YAML documents run by workflow agents, and the log of each run. Validation: agents.workflows.
 

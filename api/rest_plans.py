@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Any
 
 from asgiref.sync import async_to_sync
-from django.db.models import Count, Prefetch, QuerySet, Sum
+from django.db.models import Count, Prefetch, QuerySet, Sum, prefetch_related_objects
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -18,12 +19,13 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.authentication import administers, key_access
+from api.authentication import key_access
 from api.models import KeyScope
 from api.rest import ApiViewSet, StopSerializer, page_of, require_administrator
 from engine import turns
 from llm.models import LLMCall
 from plans.models import Plan, PlanLog, PlanStep
+from plans.selectors import access_plan, plans_readable
 
 
 class PlanStepSerializer(serializers.ModelSerializer):
@@ -59,6 +61,10 @@ class PlanLogSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+def _steps_in_order() -> Prefetch:
+    return Prefetch("steps", queryset=PlanStep.objects.order_by("seqNo"))
+
+
 class PlanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     """Plans of the caller's conversations (administrators: every plan of the tenant), newest first."""
 
@@ -68,26 +74,28 @@ class PlanViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     write_scopes = {"stop": KeyScope.CHAT}
     agent_limited_actions = frozenset(write_scopes)  # plans of the key's agents only (get_queryset)
 
+    def _reader(self) -> dict[str, Any]:
+        """Who reads, as plans.selectors' access rule takes it: the caller, their membership of the request's tenant,
+        and the agents an API key is limited to."""
+        access = key_access(self.request)
+        return {
+            "user": self.request.user,
+            "membership": getattr(self.request, "membership", None),
+            "tenant": self.request.tenant,
+            "agent_ids": access.chosen_agent_ids if access else None,
+        }
+
     def get_queryset(self) -> QuerySet[Plan]:
         if (fake := self.schema_queryset()) is not None:
             return fake
-        steps = Prefetch("steps", queryset=PlanStep.objects.order_by("seqNo"))
-        plans = Plan.objects.select_related("conversation").prefetch_related(steps).order_by("-created_at")
-        if not administers(self.request):
-            plans = plans.filter(conversation__user_id=self.request.user.pk)
-        access = key_access(self.request)
-        if access is not None and access.chosen_agent_ids:
-            plans = plans.filter(conversation__agent__in=access.chosen_agent_ids)
-        return plans
+        return plans_readable(**self._reader()).prefetch_related(_steps_in_order())
 
     def get_object(self) -> Plan:
         try:
-            plan_id = uuid.UUID(self.kwargs["planId"])
-        except ValueError:
+            plan = access_plan(plan_id=uuid.UUID(self.kwargs["planId"]), **self._reader())
+        except (ValueError, Plan.DoesNotExist):
             raise exceptions.NotFound(_("No such plan.")) from None
-        plan = self.get_queryset().filter(planId=plan_id).first()
-        if plan is None:
-            raise exceptions.NotFound(_("No such plan."))
+        prefetch_related_objects([plan], _steps_in_order())
         return plan
 
     @extend_schema(responses={200: page_of(PlanLogSerializer)})

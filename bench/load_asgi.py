@@ -7,9 +7,9 @@ has executed (an execute wrapper added to each database connection as it is crea
 values of the project's load settings (core.conf). `?gc=1` runs a garbage collection first (for memory readings).
 Every other request goes to the platform unchanged.
 
-Project settings that config/settings.py does not read from the environment (core.conf.DEFAULTS such as
-CHAT_MAX_TURNS or CHAT_STREAM_PREFIX) are taken from the environment here when set there, so that a bench run can
-compare values without editing the settings module.
+Project settings that the settings module does not set (core.conf declares some without an environment variable,
+such as PLAN_MAX_CONCURRENCY) are taken from the environment here when set there, so that a bench run can compare
+values without editing the settings module.
 
 Needs: what bench/load_ws.py gives the processes it starts: DATABASE_URL (migrated), REDIS_URL, DJANGO_SECRET_KEY
 and the other settings of its bench_environment, and `make install`.

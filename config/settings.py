@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from config import openapi
 from config.proxy import proxy_networks
-from core.conf import DEFAULTS
+from core.conf import from_environment
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -24,6 +24,11 @@ if (BASE_DIR / ".env").is_file():
 
 # Off unless asked for: production is the default, development is the path that says so (`make run` sets it).
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
+
+# The project's own settings (core.conf.SETTINGS declares each: its environment variable, type, default and what it is
+# for), all read here from the environment; the settings below are Django's and its libraries'.
+_project = from_environment(env)
+globals().update(_project)
 
 # Where the platform keeps files it makes for itself (the development secret, uploads).
 VAR_DIR = Path(env.str("VAR_DIR", default=str(BASE_DIR / "var")))
@@ -166,9 +171,6 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# Threads that run the database work of websockets and turns side by side on PostgreSQL (1: one thread); keep it
-# below DATABASE_POOL_MAX_SIZE so that page requests find a connection too.
-DATABASE_THREADS = env.int("DATABASE_THREADS", default=DEFAULTS["DATABASE_THREADS"])
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.bool("DATABASE_POOL", default=True):
     # Django's psycopg pool: a request, a websocket connect or a turn's database hop borrows an open connection and
     # gives it back when the hop ends (nothing is held across a model stream), instead of opening one per hop.
@@ -209,7 +211,7 @@ if REDIS_URL:
                 "hosts": [
                     {
                         "address": REDIS_URL,
-                        "socket_timeout": env.float("REDIS_SOCKET_TIMEOUT", default=DEFAULTS["REDIS_SOCKET_TIMEOUT"]),
+                        "socket_timeout": _project["REDIS_SOCKET_TIMEOUT"],
                         "socket_keepalive": True,
                         "health_check_interval": 30,
                     }
@@ -222,21 +224,6 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-
-# The chat frame log's key prefix in Redis (processes sharing it share conversations' frames). Under load
-# (docs/operations.md): the chat frame writer's batching delay (seconds), the turns a process runs at
-# once (0: no limit) and how many more may wait for a place (beyond that a message is refused with a retry hint of
-# CHAT_BUSY_RETRY_SECONDS); the frame log's Redis pool per process (a caller waits up to REDIS_POOL_TIMEOUT for a
-# free connection) and the command timeout of every Redis client.
-CHAT_STREAM_PREFIX = env.str("CHAT_STREAM_PREFIX", default=DEFAULTS["CHAT_STREAM_PREFIX"])
-CHAT_FLUSH_SECONDS = env.float("CHAT_FLUSH_SECONDS", default=DEFAULTS["CHAT_FLUSH_SECONDS"])
-CHAT_MAX_TURNS = env.int("CHAT_MAX_TURNS", default=DEFAULTS["CHAT_MAX_TURNS"])
-CHAT_TURN_QUEUE = env.int("CHAT_TURN_QUEUE", default=DEFAULTS["CHAT_TURN_QUEUE"])
-CHAT_BUSY_RETRY_SECONDS = env.int("CHAT_BUSY_RETRY_SECONDS", default=DEFAULTS["CHAT_BUSY_RETRY_SECONDS"])
-CHAT_TURN_LEASE_SECONDS = env.int("CHAT_TURN_LEASE_SECONDS", default=DEFAULTS["CHAT_TURN_LEASE_SECONDS"])
-REDIS_MAX_CONNECTIONS = env.int("REDIS_MAX_CONNECTIONS", default=DEFAULTS["REDIS_MAX_CONNECTIONS"])
-REDIS_POOL_TIMEOUT = env.float("REDIS_POOL_TIMEOUT", default=DEFAULTS["REDIS_POOL_TIMEOUT"])
-REDIS_SOCKET_TIMEOUT = env.float("REDIS_SOCKET_TIMEOUT", default=DEFAULTS["REDIS_SOCKET_TIMEOUT"])
 
 # Celery: Redis as broker when REDIS_URL is set, otherwise tasks run in-process (eager).
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
@@ -287,12 +274,6 @@ STORAGES = {
 # Without collectstatic (development, tests), WhiteNoise serves files straight from the finders.
 WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=DEBUG)
 
-# The REST API (/api/v1/) and the OpenAI-compatible endpoint (/v1/): requests per API key (DRF's rate format,
-# e.g. "600/min"), counted in the cache (Redis when REDIS_URL is set).
-API_KEY_RATE = env.str("API_KEY_RATE", default="600/min")
-# Streamed API replies a tenant may have open at once (across processes; 0: no limit), and its active keys.
-API_TENANT_MAX_STREAMS = env.int("API_TENANT_MAX_STREAMS", default=DEFAULTS["API_TENANT_MAX_STREAMS"])
-API_TENANT_MAX_KEYS = env.int("API_TENANT_MAX_KEYS", default=DEFAULTS["API_TENANT_MAX_KEYS"])
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "api.authentication.ApiKeyAuthentication",
@@ -305,7 +286,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.ApiKeyRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"api_key": API_KEY_RATE},
+    "DEFAULT_THROTTLE_RATES": {"api_key": _project["API_KEY_RATE"]},
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "api.rest.api_exception_handler",
 }
@@ -341,28 +322,6 @@ elif not DEBUG:
     SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
-# --- Models (llm/) ---
-# Fernet key(s) for provider API keys at rest, comma-separated (the first encrypts, all decrypt: rotation).
-# Empty: a key derived from SECRET_KEY with HKDF (changing SECRET_KEY then makes stored keys unreadable).
-# Request bodies larger than these are answered 413 while Daphne reads them (config.body_limit): uploads to knowledge
-# bases (several files of KNOWLEDGE_MAX_UPLOAD_BYTES each), and every other request.
-REQUEST_MAX_UPLOAD_BYTES = env.int("REQUEST_MAX_UPLOAD_BYTES", default=DEFAULTS["REQUEST_MAX_UPLOAD_BYTES"])
-REQUEST_MAX_BYTES = env.int("REQUEST_MAX_BYTES", default=DEFAULTS["REQUEST_MAX_BYTES"])
-
-# Model servers on private or loopback addresses (a local Ollama or vLLM): allowed for every provider when set;
-# otherwise only for providers the platform operator marks in the admin.
-LLM_ALLOW_PRIVATE_BASE_URLS = env.bool("LLM_ALLOW_PRIVATE_BASE_URLS", default=DEFAULTS["LLM_ALLOW_PRIVATE_BASE_URLS"])
-LLM_KEY_ENCRYPTION_KEY = env.list("LLM_KEY_ENCRYPTION_KEY", default=DEFAULTS["LLM_KEY_ENCRYPTION_KEY"])
-# First delay of the retry backoff in seconds (doubles per retry, with jitter, capped by LLM_RETRY_MAX_DELAY).
-LLM_RETRY_BASE_DELAY = env.float("LLM_RETRY_BASE_DELAY", default=0.5)
-LLM_RETRY_MAX_DELAY = env.float("LLM_RETRY_MAX_DELAY", default=8.0)
-# How long a process may trust its own tally of a tenant's monthly tokens before re-reading the database
-# (0: read it before every call). Only calls that clearly fit skip the read; see llm/quota.py.
-LLM_QUOTA_CACHE_SECONDS = env.float("LLM_QUOTA_CACHE_SECONDS", default=DEFAULTS["LLM_QUOTA_CACHE_SECONDS"])
-# A real provider for the demo tenants (seed_demo); with neither set they get the offline demo model.
-OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
-OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
-OPENAI_MODEL = env.str("OPENAI_MODEL", default="gpt-4o-mini")
 
 LOGGING = {
     "version": 1,
@@ -373,70 +332,3 @@ LOGGING = {
     # axes logs every login and its reset at INFO; its lockouts are WARNING.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
-
-# Agents and tools (docs/tools.md, docs/tools-loop.md).
-# Rounds of tool calls in one turn before the loop gives up with a clear message.
-AGENT_MAX_TOOL_ITERATIONS = env.int("AGENT_MAX_TOOL_ITERATIONS", default=DEFAULTS["AGENT_MAX_TOOL_ITERATIONS"])
-# Seconds one tool call may run.
-AGENT_TOOL_TIMEOUT = env.float("AGENT_TOOL_TIMEOUT", default=DEFAULTS["AGENT_TOOL_TIMEOUT"])
-# The http_request tool: total seconds per request, and the largest response body it reads.
-HTTP_TOOL_TIMEOUT = env.float("HTTP_TOOL_TIMEOUT", default=DEFAULTS["HTTP_TOOL_TIMEOUT"])
-HTTP_TOOL_MAX_BYTES = env.int("HTTP_TOOL_MAX_BYTES", default=DEFAULTS["HTTP_TOOL_MAX_BYTES"])
-
-# Plans: seconds a step's question to the user waits before the plan resumes with "the user has not replied"
-# (0: it waits forever); in eager mode (no worker) a timer thread of the process enforces it, unless turned off.
-PLAN_ASK_TIMEOUT_SECONDS = env.float("PLAN_ASK_TIMEOUT_SECONDS", default=DEFAULTS["PLAN_ASK_TIMEOUT_SECONDS"])
-PLAN_ASK_TIMEOUT_IN_PROCESS = env.bool("PLAN_ASK_TIMEOUT_IN_PROCESS", default=DEFAULTS["PLAN_ASK_TIMEOUT_IN_PROCESS"])
-
-# Knowledge bases: the largest upload; the local embedder's threads (0: the CPUs this process may use) and where
-# its model, built from the installed weights on first use, is cached ("": <temp dir>/agentplat-models).
-KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=DEFAULTS["KNOWLEDGE_MAX_UPLOAD_BYTES"])
-KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=DEFAULTS["KNOWLEDGE_EMBED_THREADS"])
-KNOWLEDGE_MODEL_DIR = env.str("KNOWLEDGE_MODEL_DIR", default=DEFAULTS["KNOWLEDGE_MODEL_DIR"])
-# A document with no progress for this long shows as stalled, with a re-ingest button.
-KNOWLEDGE_STALLED_AFTER_SECONDS = env.int(
-    "KNOWLEDGE_STALLED_AFTER_SECONDS", default=DEFAULTS["KNOWLEDGE_STALLED_AFTER_SECONDS"]
-)
-# With eager Celery (no worker), ingest on background threads of the web process so uploads answer at once: one
-# document at a time per tenant, tenants side by side on KNOWLEDGE_INGEST_THREADS threads.
-KNOWLEDGE_INGEST_IN_THREAD = env.bool("KNOWLEDGE_INGEST_IN_THREAD", default=DEFAULTS["KNOWLEDGE_INGEST_IN_THREAD"])
-KNOWLEDGE_INGEST_THREADS = env.int("KNOWLEDGE_INGEST_THREADS", default=DEFAULTS["KNOWLEDGE_INGEST_THREADS"])
-# On Celery workers, an ingestion task embeds for about this long, then queues the rest behind other tenants' work.
-KNOWLEDGE_RERANK_BUDGET_MS = env.float("KNOWLEDGE_RERANK_BUDGET_MS", default=DEFAULTS["KNOWLEDGE_RERANK_BUDGET_MS"])
-KNOWLEDGE_INGEST_SLICE_SECONDS = env.float(
-    "KNOWLEDGE_INGEST_SLICE_SECONDS", default=DEFAULTS["KNOWLEDGE_INGEST_SLICE_SECONDS"]
-)
-# What one document may become once read: bytes unpacked from a .docx, PDF pages, characters, chunks.
-KNOWLEDGE_MAX_UNPACKED_BYTES = env.int("KNOWLEDGE_MAX_UNPACKED_BYTES", default=DEFAULTS["KNOWLEDGE_MAX_UNPACKED_BYTES"])
-KNOWLEDGE_MAX_PAGES = env.int("KNOWLEDGE_MAX_PAGES", default=DEFAULTS["KNOWLEDGE_MAX_PAGES"])
-KNOWLEDGE_MAX_CHARACTERS = env.int("KNOWLEDGE_MAX_CHARACTERS", default=DEFAULTS["KNOWLEDGE_MAX_CHARACTERS"])
-KNOWLEDGE_MAX_CHUNKS = env.int("KNOWLEDGE_MAX_CHUNKS", default=DEFAULTS["KNOWLEDGE_MAX_CHUNKS"])
-# On pgvector: chunks of one dimension from which a knowledge base gets its own HNSW index (0: never).
-KNOWLEDGE_OWN_INDEX_MIN_CHUNKS = env.int(
-    "KNOWLEDGE_OWN_INDEX_MIN_CHUNKS", default=DEFAULTS["KNOWLEDGE_OWN_INDEX_MIN_CHUNKS"]
-)
-
-# Long-term memory (docs/memory.md): seed 3's gap at level 0 and its growth per level, the level at which a memory is
-# long-term; recall's candidates and results; sleep's sample; what a turn recalls (events, hops, old turns) within
-# how many tokens; the embedded default's extraction on a background thread.
-MEMORY_GAP_SECONDS = env.float("MEMORY_GAP_SECONDS", default=DEFAULTS["MEMORY_GAP_SECONDS"])
-MEMORY_GAP_FACTOR = env.float("MEMORY_GAP_FACTOR", default=DEFAULTS["MEMORY_GAP_FACTOR"])
-MEMORY_LEVEL_CAP = env.int("MEMORY_LEVEL_CAP", default=DEFAULTS["MEMORY_LEVEL_CAP"])
-MEMORY_RECALL_CANDIDATES = env.int("MEMORY_RECALL_CANDIDATES", default=DEFAULTS["MEMORY_RECALL_CANDIDATES"])
-MEMORY_RECALL_TOP_N = env.int("MEMORY_RECALL_TOP_N", default=DEFAULTS["MEMORY_RECALL_TOP_N"])
-MEMORY_SLEEP_SAMPLE = env.int("MEMORY_SLEEP_SAMPLE", default=DEFAULTS["MEMORY_SLEEP_SAMPLE"])
-MEMORY_EVENTS_TOP_K = env.int("MEMORY_EVENTS_TOP_K", default=DEFAULTS["MEMORY_EVENTS_TOP_K"])
-MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default=DEFAULTS["MEMORY_EMBEDDER"])
-MEMORY_EXPAND_DEPTH = env.int("MEMORY_EXPAND_DEPTH", default=DEFAULTS["MEMORY_EXPAND_DEPTH"])
-MEMORY_TURNS_TOP_K = env.int("MEMORY_TURNS_TOP_K", default=DEFAULTS["MEMORY_TURNS_TOP_K"])
-MEMORY_RECALL_TOKENS = env.int("MEMORY_RECALL_TOKENS", default=DEFAULTS["MEMORY_RECALL_TOKENS"])
-MEMORY_EXTRACT_IN_THREAD = env.bool("MEMORY_EXTRACT_IN_THREAD", default=DEFAULTS["MEMORY_EXTRACT_IN_THREAD"])
-
-# The long-lived goal agent: a run's default and largest limits (iterations, tokens in any hour, seconds of wall
-# time), the longest a question to the user waits before the loop goes on without an answer, and the iterations one
-# Celery task runs before it queues the next (so a worker is never held for a whole run and Stop is seen).
-GOAL_MAX_ITERATIONS = env.int("GOAL_MAX_ITERATIONS", default=DEFAULTS["GOAL_MAX_ITERATIONS"])
-GOAL_MAX_TOKENS_PER_HOUR = env.int("GOAL_MAX_TOKENS_PER_HOUR", default=DEFAULTS["GOAL_MAX_TOKENS_PER_HOUR"])
-GOAL_MAX_WALL_SECONDS = env.int("GOAL_MAX_WALL_SECONDS", default=DEFAULTS["GOAL_MAX_WALL_SECONDS"])
-GOAL_ASK_TIMEOUT_SECONDS = env.float("GOAL_ASK_TIMEOUT_SECONDS", default=DEFAULTS["GOAL_ASK_TIMEOUT_SECONDS"])
-GOAL_ITERATIONS_PER_TASK = env.int("GOAL_ITERATIONS_PER_TASK", default=DEFAULTS["GOAL_ITERATIONS_PER_TASK"])

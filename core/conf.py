@@ -1,115 +1,276 @@
-"""The project's own settings, each default declared once here.
+"""The project's own settings, each declared once here: its name (also its environment variable), type, default and
+what it is for.
 
-config/settings.py reads the environment with these defaults; code reads a value with `setting(name)`, which also
-works where a setting was left out (a test settings module, a management command run with other settings).
+config/settings.py reads every one of them from the environment in one loop (`from_environment`); code reads a value
+with `setting(name)`, which also works where a setting was left out (a test settings module, a management command
+run with other settings).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
-DEFAULTS: dict[str, Any] = {
-    # Agents and tools (docs/tools.md, docs/tools-loop.md): rounds of tool calls in one turn before the loop gives
-    # up; seconds one tool call may run.
-    "AGENT_MAX_TOOL_ITERATIONS": 6,
-    "AGENT_TOOL_TIMEOUT": 30.0,
-    # The http_request tool: seconds per request, the largest body it reads, the networks it never reaches.
-    "HTTP_TOOL_TIMEOUT": 10.0,
-    "HTTP_TOOL_MAX_BYTES": 1_000_000,
-    # None: the tool's own list of every range that is not the public internet (agents/tools/http.py).
-    "HTTP_TOOL_BLOCKED_NETWORKS": None,
-    # Plans: steps run at once when a plan allows concurrency; seconds a step's question waits for the user (0:
-    # forever); in eager mode a timer thread of the process enforces that wait.
-    "PLAN_MAX_CONCURRENCY": 4,
-    "PLAN_ASK_TIMEOUT_SECONDS": 600.0,
-    "PLAN_ASK_TIMEOUT_IN_PROCESS": True,
-    # Models: whether any provider's base URL may be a private or loopback address (the platform operator's own
-    # model servers; per provider, the operator can allow it in the admin instead).
-    "LLM_ALLOW_PRIVATE_BASE_URLS": False,
-    # Models: extra keys that decrypt stored provider keys; seconds a tenant's quota reading is cached.
-    "LLM_KEY_ENCRYPTION_KEY": [],
-    "LLM_QUOTA_CACHE_SECONDS": 5.0,
-    # The chat frame log's key prefix in Redis (tests use a fresh one per test).
-    "CHAT_STREAM_PREFIX": "chat",
-    # Request bodies, bounded while Daphne reads them (config.body_limit): knowledge-base uploads, and the rest.
-    "REQUEST_MAX_UPLOAD_BYTES": 110_000_000,
-    "REQUEST_MAX_BYTES": 10_000_000,
-    # Under load (docs/operations.md): seconds a streamed reply's deltas wait to be written together; turns a process
-    # runs at once (0: no limit) and turns that may wait for a free place beyond that (more are refused as busy,
-    # with a retry hint of CHAT_BUSY_RETRY_SECONDS).
-    "CHAT_FLUSH_SECONDS": 0.03,
-    "CHAT_MAX_TURNS": 200,
-    "CHAT_TURN_QUEUE": 400,
-    "CHAT_BUSY_RETRY_SECONDS": 10,
-    # Seconds a running turn's claim lasts unless its process renews it: after a process dies, its turns are ended as
-    # interrupted by another process within about this long (engine.turns.end_interrupted_turns).
-    "CHAT_TURN_LEASE_SECONDS": 60,
-    # The API (docs/api.md): streamed replies (/v1/chat/completions with stream, .../messages/stream/) one tenant's keys
-    # may have open at once, counted across processes in the cache (0: no limit); active (not revoked, not expired)
-    # keys a tenant may have.
-    "API_TENANT_MAX_STREAMS": 20,
-    "API_TENANT_MAX_KEYS": 50,
-    # Threads of a process that run database work of async code side by side on PostgreSQL (1: one thread).
-    "DATABASE_THREADS": 8,
-    # Redis clients of the frame log: connections per process and event loop (a caller waits up to
-    # REDIS_POOL_TIMEOUT seconds for a free one), and the timeout of a command and of a connect.
-    "REDIS_MAX_CONNECTIONS": 50,
-    "REDIS_POOL_TIMEOUT": 10.0,
-    "REDIS_SOCKET_TIMEOUT": 15.0,
-    # Knowledge bases (docs/knowledge.md).
-    "KNOWLEDGE_MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
-    "KNOWLEDGE_EMBED_THREADS": 0,
-    "KNOWLEDGE_MODEL_DIR": "",
-    "KNOWLEDGE_STALLED_AFTER_SECONDS": 600,
-    "KNOWLEDGE_INGEST_IN_THREAD": True,
-    # What one document may become once unpacked and read (knowledge.parsing.check_limits): the bytes inside a
-    # .docx, PDF pages, characters of text, chunks. A document over a limit fails with the reason on its row.
-    "KNOWLEDGE_MAX_UNPACKED_BYTES": 100_000_000,
-    "KNOWLEDGE_MAX_PAGES": 2000,
-    "KNOWLEDGE_MAX_CHARACTERS": 5_000_000,
-    "KNOWLEDGE_MAX_CHUNKS": 20_000,
-    # The embedded default's ingestion threads: documents of different tenants ingest side by side (one at a time
-    # per tenant), so one tenant's big document never holds back another tenant's small one.
-    "KNOWLEDGE_INGEST_THREADS": 2,
-    # The most a search's re-ranking may spend embedding candidates (knowledge.rerank).
-    "KNOWLEDGE_RERANK_BUDGET_MS": 300.0,
-    # On Celery workers: seconds of embedding one ingestion task does before it keeps its work and queues the rest
-    # behind what else waits (0: a whole document per task).
-    "KNOWLEDGE_INGEST_SLICE_SECONDS": 5.0,
-    # On pgvector: chunks of one dimension from which a knowledge base gets its own HNSW index besides the shared one
-    # (knowledge.vectorstore.ensure_own_index; 0: never).
-    "KNOWLEDGE_OWN_INDEX_MIN_CHUNKS": 5_000,
-    # Long-term memory (docs/memory.md). Seed 3's strength: a memory recalled after more than its gap rises a level;
-    # the gap is MEMORY_GAP_SECONDS * MEMORY_GAP_FACTOR ** level; at MEMORY_LEVEL_CAP it is long-term and fixed.
-    "MEMORY_GAP_SECONDS": 3600.0,
-    "MEMORY_GAP_FACTOR": 2.0,
-    "MEMORY_LEVEL_CAP": 8,
-    # recall(query): candidates retrieved, memories returned; sleep(): memories drawn per memory key.
-    "MEMORY_RECALL_CANDIDATES": 10,
-    "MEMORY_RECALL_TOP_N": 3,
-    "MEMORY_SLEEP_SAMPLE": 20,
-    # Before a turn: events retrieved (then followed along relations up to the depth), old turns recalled, and the
-    # tokens all of it may take in the system message.
-    "MEMORY_EVENTS_TOP_K": 10,
-    # The local model that embeds long-term memory: "local" (English all-MiniLM-L6-v2) or "local_multilingual"
-    # (multilingual-e5-small). Rows embedded by the other model are found by keyword until `reembed_memory`.
-    "MEMORY_EMBEDDER": "local",
-    "MEMORY_EXPAND_DEPTH": 2,
-    "MEMORY_TURNS_TOP_K": 3,
-    "MEMORY_RECALL_TOKENS": 800,
-    # The embedded default (Celery eager): extraction runs on a background thread after the reply, not in the turn.
-    "MEMORY_EXTRACT_IN_THREAD": True,
-    # The long-lived goal agent (agents/goal): a run's limits, prefilled on its start page and the most an operator
-    # may set there: model iterations, tokens in any hour, seconds from start to end; the longest a question to the
-    # user waits (the model names its wait, up to this); iterations one task runs before it queues the next.
-    "GOAL_MAX_ITERATIONS": 50,
-    "GOAL_MAX_TOKENS_PER_HOUR": 200_000,
-    "GOAL_MAX_WALL_SECONDS": 3600,
-    "GOAL_ASK_TIMEOUT_SECONDS": 300.0,
-    "GOAL_ITERATIONS_PER_TASK": 5,
-}
+
+@dataclass(frozen=True)
+class Setting:
+    """One project setting. `kind` names the django-environ reader of its environment variable ("str", "int",
+    "float", "bool", "list"); None: not read from the environment (a settings module may still set it)."""
+
+    name: str
+    kind: str | None
+    default: Any
+    doc: str
+
+    def read(self, env: Any) -> Any:
+        """The value of this setting in the environment `env` (an environ.Env), else its default."""
+        return getattr(env, self.kind)(self.name, default=self.default)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # --- Agents and tools (docs/tools.md, docs/tools-loop.md) ---
+    Setting("AGENT_MAX_TOOL_ITERATIONS", "int", 6, "Rounds of tool calls in one turn before the loop gives up."),
+    Setting("AGENT_TOOL_TIMEOUT", "float", 30.0, "Seconds one tool call may run."),
+    Setting("HTTP_TOOL_TIMEOUT", "float", 10.0, "The http_request tool: total seconds per request."),
+    Setting("HTTP_TOOL_MAX_BYTES", "int", 1_000_000, "The http_request tool: the largest response body it reads."),
+    Setting(
+        "HTTP_TOOL_BLOCKED_NETWORKS",
+        None,
+        None,
+        "The networks the http_request tool never reaches; None: every range that is not the public internet "
+        "(agents/tools/http.py). Tests unblock loopback to reach a local server.",
+    ),
+    # --- Plans (docs/plans.md) ---
+    Setting("PLAN_MAX_CONCURRENCY", None, 4, "Steps run at once when a plan allows concurrency."),
+    Setting(
+        "PLAN_ASK_TIMEOUT_SECONDS",
+        "float",
+        600.0,
+        'Seconds a step\'s question waits for the user before the plan resumes with "the user has not replied" '
+        "(0: forever).",
+    ),
+    Setting(
+        "PLAN_ASK_TIMEOUT_IN_PROCESS",
+        "bool",
+        True,
+        "In eager mode (no worker), a timer thread of the process enforces PLAN_ASK_TIMEOUT_SECONDS.",
+    ),
+    # --- Models (llm/) ---
+    Setting(
+        "LLM_ALLOW_PRIVATE_BASE_URLS",
+        "bool",
+        False,
+        "Whether any provider's base URL may be a private or loopback address (a local Ollama or vLLM); otherwise "
+        "the platform operator allows it per provider in the admin.",
+    ),
+    Setting(
+        "LLM_KEY_ENCRYPTION_KEY",
+        "list",
+        [],
+        "Fernet keys of provider API keys at rest (the first encrypts, all decrypt: rotation); empty: a key derived "
+        "from SECRET_KEY with HKDF (changing SECRET_KEY then makes stored keys unreadable).",
+    ),
+    Setting(
+        "LLM_RETRY_BASE_DELAY",
+        "float",
+        0.5,
+        "First delay of a model call's retry backoff in seconds (doubles per retry, with jitter).",
+    ),
+    Setting("LLM_RETRY_MAX_DELAY", "float", 8.0, "The largest delay of a model call's retry backoff in seconds."),
+    Setting(
+        "LLM_QUOTA_CACHE_SECONDS",
+        "float",
+        5.0,
+        "How long a process may trust its own tally of a tenant's monthly tokens before re-reading the database "
+        "(0: before every call; see llm/quota.py).",
+    ),
+    Setting(
+        "OPENAI_API_KEY",
+        "str",
+        "",
+        "A real provider's key for the demo tenants (seed_demo); with neither it nor OPENAI_BASE_URL, the offline "
+        "demo model.",
+    ),
+    Setting("OPENAI_BASE_URL", "str", "", "A real provider's base URL for the demo tenants (seed_demo)."),
+    Setting("OPENAI_MODEL", "str", "gpt-4o-mini", "The demo tenants' model at that provider."),
+    # --- Chat under load (docs/operations.md) ---
+    Setting(
+        "CHAT_STREAM_PREFIX",
+        "str",
+        "chat",
+        "The chat frame log's key prefix in Redis (processes sharing it share conversations' frames; tests use a "
+        "fresh one per test).",
+    ),
+    Setting("CHAT_FLUSH_SECONDS", "float", 0.03, "Seconds a streamed reply's deltas wait to be written together."),
+    Setting("CHAT_MAX_TURNS", "int", 200, "Turns a process runs at once (0: no limit)."),
+    Setting(
+        "CHAT_TURN_QUEUE",
+        "int",
+        400,
+        "Turns that may wait for a free place beyond CHAT_MAX_TURNS; more are refused as busy.",
+    ),
+    Setting("CHAT_BUSY_RETRY_SECONDS", "int", 10, "The retry hint, in seconds, of a turn refused as busy."),
+    Setting(
+        "CHAT_TURN_LEASE_SECONDS",
+        "int",
+        60,
+        "Seconds a running turn's claim lasts unless its process renews it: after a process dies, its turns are "
+        "ended as interrupted by another process within about this long (engine.turns.end_interrupted_turns).",
+    ),
+    Setting(
+        "REDIS_MAX_CONNECTIONS",
+        "int",
+        50,
+        "Redis connections of the frame log per process and event loop.",
+    ),
+    Setting("REDIS_POOL_TIMEOUT", "float", 10.0, "Seconds a caller waits for a free connection of the frame log."),
+    Setting("REDIS_SOCKET_TIMEOUT", "float", 15.0, "Seconds of a Redis command or connect, for every Redis client."),
+    Setting(
+        "DATABASE_THREADS",
+        "int",
+        8,
+        "Threads of a process that run database work of async code side by side on PostgreSQL (1: one thread); "
+        "keep it below DATABASE_POOL_MAX_SIZE so that page requests find a connection too.",
+    ),
+    # --- Request bodies, bounded while Daphne reads them (config.body_limit): 413 above these ---
+    Setting(
+        "REQUEST_MAX_UPLOAD_BYTES",
+        "int",
+        110_000_000,
+        "The largest upload to a knowledge base (several files of KNOWLEDGE_MAX_UPLOAD_BYTES each).",
+    ),
+    Setting("REQUEST_MAX_BYTES", "int", 10_000_000, "The largest body of every other request."),
+    # --- The API (docs/api.md) ---
+    Setting(
+        "API_KEY_RATE",
+        "str",
+        "600/min",
+        "Requests per API key on the REST API and the OpenAI-compatible endpoint (DRF's rate format), counted in "
+        "the cache.",
+    ),
+    Setting(
+        "API_TENANT_MAX_STREAMS",
+        "int",
+        20,
+        "Streamed replies one tenant's keys may have open at once, counted across processes (0: no limit).",
+    ),
+    Setting("API_TENANT_MAX_KEYS", "int", 50, "Active (not revoked, not expired) API keys a tenant may have."),
+    # --- Knowledge bases (docs/knowledge.md) ---
+    Setting("KNOWLEDGE_MAX_UPLOAD_BYTES", "int", 20 * 1024 * 1024, "The largest file a knowledge base accepts."),
+    Setting("KNOWLEDGE_EMBED_THREADS", "int", 0, "The local embedder's threads (0: the CPUs this process may use)."),
+    Setting(
+        "KNOWLEDGE_MODEL_DIR",
+        "str",
+        "",
+        "Where the local embedders' models, built from the installed weights on first use, are cached "
+        '("": <temp dir>/agentplat-models).',
+    ),
+    Setting(
+        "KNOWLEDGE_STALLED_AFTER_SECONDS",
+        "int",
+        600,
+        "A document with no progress for this long shows as stalled, with a re-ingest button.",
+    ),
+    Setting(
+        "KNOWLEDGE_INGEST_IN_THREAD",
+        "bool",
+        True,
+        "With eager Celery (no worker), ingest on background threads of the web process so uploads answer at once.",
+    ),
+    Setting(
+        "KNOWLEDGE_MAX_UNPACKED_BYTES",
+        "int",
+        100_000_000,
+        "The bytes inside a .docx one document may unpack to (knowledge.parsing.check_limits).",
+    ),
+    Setting("KNOWLEDGE_MAX_PAGES", "int", 2000, "The PDF pages one document may have."),
+    Setting("KNOWLEDGE_MAX_CHARACTERS", "int", 5_000_000, "The characters of text one document may become."),
+    Setting("KNOWLEDGE_MAX_CHUNKS", "int", 20_000, "The chunks one document may become."),
+    Setting(
+        "KNOWLEDGE_INGEST_THREADS",
+        "int",
+        2,
+        "The embedded default's ingestion threads: documents of different tenants ingest side by side (one at a "
+        "time per tenant).",
+    ),
+    Setting(
+        "KNOWLEDGE_RERANK_BUDGET_MS",
+        "float",
+        300.0,
+        "The most a search's re-ranking may spend embedding candidates (knowledge.rerank).",
+    ),
+    Setting(
+        "KNOWLEDGE_INGEST_SLICE_SECONDS",
+        "float",
+        5.0,
+        "On Celery workers: seconds of embedding one ingestion task does before it queues the rest behind what "
+        "else waits (0: a whole document per task).",
+    ),
+    Setting(
+        "KNOWLEDGE_OWN_INDEX_MIN_CHUNKS",
+        "int",
+        5_000,
+        "On pgvector: chunks of one dimension from which a knowledge base gets its own HNSW index besides the "
+        "shared one (knowledge.vectorstore.ensure_own_index; 0: never).",
+    ),
+    # --- Long-term memory (docs/memory.md) ---
+    Setting(
+        "MEMORY_GAP_SECONDS",
+        "float",
+        3600.0,
+        "Seed 3's gap at level 0: a memory recalled after more than its gap (MEMORY_GAP_SECONDS * "
+        "MEMORY_GAP_FACTOR ** level) rises a level.",
+    ),
+    Setting("MEMORY_GAP_FACTOR", "float", 2.0, "The growth of a memory's gap per level."),
+    Setting("MEMORY_LEVEL_CAP", "int", 8, "The level at which a memory is long-term and fixed."),
+    Setting("MEMORY_RECALL_CANDIDATES", "int", 10, "recall(query): candidates retrieved."),
+    Setting("MEMORY_RECALL_TOP_N", "int", 3, "recall(query): memories returned."),
+    Setting("MEMORY_SLEEP_SAMPLE", "int", 20, "sleep(): memories drawn per memory key."),
+    Setting("MEMORY_EVENTS_TOP_K", "int", 10, "Before a turn: events retrieved."),
+    Setting(
+        "MEMORY_EMBEDDER",
+        "str",
+        "local",
+        'The local model that embeds long-term memory: "local" (English all-MiniLM-L6-v2) or "local_multilingual" '
+        "(multilingual-e5-small); rows embedded by the other model are found by keyword until `reembed_memory`.",
+    ),
+    Setting("MEMORY_EXPAND_DEPTH", "int", 2, "Before a turn: hops followed along the retrieved events' relations."),
+    Setting("MEMORY_TURNS_TOP_K", "int", 3, "Before a turn: old turns recalled."),
+    Setting("MEMORY_RECALL_TOKENS", "int", 800, "Before a turn: tokens all of it may take in the system message."),
+    Setting(
+        "MEMORY_EXTRACT_IN_THREAD",
+        "bool",
+        True,
+        "The embedded default (Celery eager): extraction runs on a background thread after the reply, not in the turn.",
+    ),
+    # --- The long-lived goal agent (agents/goal): a run's limits, prefilled on its start page and the most an
+    # operator may set there ---
+    Setting("GOAL_MAX_ITERATIONS", "int", 50, "A goal run's model iterations."),
+    Setting("GOAL_MAX_TOKENS_PER_HOUR", "int", 200_000, "A goal run's tokens in any hour."),
+    Setting("GOAL_MAX_WALL_SECONDS", "int", 3600, "A goal run's seconds from start to end."),
+    Setting(
+        "GOAL_ASK_TIMEOUT_SECONDS",
+        "float",
+        300.0,
+        "The longest a goal run's question to the user waits (the model names its wait, up to this).",
+    ),
+    Setting(
+        "GOAL_ITERATIONS_PER_TASK",
+        "int",
+        5,
+        "Iterations one Celery task of a goal run runs before it queues the next (a worker is never held for a "
+        "whole run, and Stop is seen).",
+    ),
+)
+
+DEFAULTS: dict[str, Any] = {declared.name: declared.default for declared in SETTINGS}
+
+
+def from_environment(env: Any) -> dict[str, Any]:
+    """Every setting read from the environment `env` (an environ.Env), by name: config/settings.py's one reader."""
+    return {declared.name: declared.read(env) for declared in SETTINGS if declared.kind is not None}
 
 
 def setting(name: str) -> Any:

@@ -47,11 +47,6 @@ def turn_lease_seconds() -> int:
     return max(1, int(setting("CHAT_TURN_LEASE_SECONDS")))
 
 
-def group_name(conversation_id: int) -> str:
-    """The channel-layer group of a conversation's sockets (ASCII letters, digits, hyphens and periods only)."""
-    return f"chat.conversation.{int(conversation_id)}"
-
-
 def frame_body(frame: frames.Frame) -> str:
     """A frame (without its seq) as the JSON text the log keeps and the bus carries: one line, no spaces, `type`
     first (frames.is_error_body relies on it)."""

@@ -282,14 +282,6 @@ async def request_stop(*, conversation_id: int) -> bool:
     return True
 
 
-async def wait_turns() -> None:
-    """Wait for the turns this event loop is running (tests, shutdown)."""
-    loop = asyncio.get_running_loop()
-    pending = [task for task in _tasks if task.get_loop() is loop]
-    if pending:
-        await asyncio.gather(*pending, return_exceptions=True)
-
-
 async def run_server_turn(*, conversation: Conversation, content: str) -> bool:
     """A turn the server starts on the user's behalf (the plan ask timeout's "no reply"): stored, claimed and
     streamed like a typed message, so an open chat page shows it live and it never runs beside the user's own

@@ -167,14 +167,6 @@ def _record_later(record: Any, *args: Any) -> asyncio.Task:
     return task
 
 
-async def flush_records() -> None:
-    """Wait for the call records still being written by this event loop (tests, shutdown)."""
-    loop = asyncio.get_running_loop()
-    pending = [task for task in _pending_records if task.get_loop() is loop]
-    if pending:
-        await asyncio.gather(*pending, return_exceptions=True)
-
-
 @dataclass(frozen=True)
 class _Request:
     """One chat completion: what is sent (`params`, with the wire `messages`) and what its LLMCall row names."""

@@ -148,10 +148,6 @@ class LLMError(Exception):
     def retryable(self) -> bool:
         return self.code in RETRYABLE
 
-    def bilingual(self) -> str:
-        """Both languages, for logs and places that cannot know the reader's language."""
-        return f"{message_for(self.code, 'zh-hans')} / {message_for(self.code, 'en')}"
-
     def __str__(self) -> str:
         return f"[{self.code}] {self._message or message_for(self.code, 'en')}"
 

@@ -114,10 +114,6 @@ class ModelProvider(TenantOwned):
     def is_demo(self) -> bool:
         return self.kind == ProviderKind.DEMO
 
-    @property
-    def display_name(self) -> str:
-        return str(self)
-
     # The key goes in through set_api_key() and out through api_key(); nothing renders it.
     def set_api_key(self, plaintext: str) -> None:
         self.api_key_encrypted = crypto.encrypt(plaintext.strip())

@@ -117,30 +117,32 @@ def _result(value: Any, limit: int) -> SafeString:
     return format_html("<code>{}</code>", text) if text[:1] in "{[" else format_html("{}", text)
 
 
-def _summary(log: PlanLog) -> SafeString | str:
-    """One log row in a line; tool names, arguments and data are code (in <code>), the rest reads as text."""
-    data = log.data if isinstance(log.data, dict) else {}
-    if log.kind == LogKind.TOOL_CALL:
-        line = format_html("<code>{}({})</code>", data.get("name", ""), _short(data.get("arguments") or {}, 80))
-        if data.get("status"):
-            line = format_html("{} {}", line, status_label(data["status"]))
-        if data.get("result"):
-            line = format_html("{} → {}", line, _result(data["result"], 100))
-        return line
-    if log.kind == LogKind.MODEL_CALL:
-        usage = data.get("usage") or {}
-        parts = [_role_label(data.get("role"))]
-        if data.get("call_id"):
-            parts.append(pgettext("plan log", "call %(id)s") % {"id": data["call_id"]})
-        if data.get("tool_calls"):
-            names = format_html_join(", ", "<code>{}</code>", ((str(name),) for name in data["tool_calls"]))
-            parts.append(format_html("→ {}", names))
-        if usage:
-            parts.append(
-                _("Tokens: %(prompt)s prompt + %(completion)s completion")
-                % {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)}
-            )
-        return format_html_join(" · ", "{}", ((part,) for part in parts if part))
+def _tool_call_summary(data: dict[str, Any]) -> SafeString:
+    line = format_html("<code>{}({})</code>", data.get("name", ""), _short(data.get("arguments") or {}, 80))
+    if data.get("status"):
+        line = format_html("{} {}", line, status_label(data["status"]))
+    if data.get("result"):
+        line = format_html("{} → {}", line, _result(data["result"], 100))
+    return line
+
+
+def _model_call_summary(data: dict[str, Any]) -> SafeString:
+    usage = data.get("usage") or {}
+    parts = [_role_label(data.get("role"))]
+    if data.get("call_id"):
+        parts.append(pgettext("plan log", "call %(id)s") % {"id": data["call_id"]})
+    if data.get("tool_calls"):
+        names = format_html_join(", ", "<code>{}</code>", ((str(name),) for name in data["tool_calls"]))
+        parts.append(format_html("→ {}", names))
+    if usage:
+        parts.append(
+            _("Tokens: %(prompt)s prompt + %(completion)s completion")
+            % {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)}
+        )
+    return format_html_join(" · ", "{}", ((part,) for part in parts if part))
+
+
+def _state_summary(data: dict[str, Any]) -> str:
     parts = []
     if data.get("event"):
         parts.append(_event_label(data["event"]))
@@ -154,6 +156,16 @@ def _summary(log: PlanLog) -> SafeString | str:
     if _output(data.get("result")):
         line += f" → {_short(_output(data['result']), 100)}"
     return line
+
+
+def _summary(log: PlanLog) -> SafeString | str:
+    """One log row in a line; tool names, arguments and data are code (in <code>), the rest reads as text."""
+    data = log.data if isinstance(log.data, dict) else {}
+    if log.kind == LogKind.TOOL_CALL:
+        return _tool_call_summary(data)
+    if log.kind == LogKind.MODEL_CALL:
+        return _model_call_summary(data)
+    return _state_summary(data)
 
 
 def plan_log_entries(*, plan: Plan, step: int | None = None) -> list[LogEntry]:

@@ -1,11 +1,31 @@
-"""Helpers for tests that run agent turns directly: a sink that keeps the frames, and one user turn."""
+"""Helpers for tests that run agent turns directly: a sink that keeps the frames, one user turn, and waits for the
+background work a turn leaves (the chat turns of this event loop, the model-call records being written)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from agents import frames
 from agents.sinks import CollectingSink
 from core.db import database_sync_to_async
-from llm.client import flush_records
+from engine import turns
+from llm import client
+
+
+async def wait_turns() -> None:
+    """Wait for the chat turns this event loop is running (engine.turns keeps them)."""
+    loop = asyncio.get_running_loop()
+    pending = [task for task in turns._tasks if task.get_loop() is loop]
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def flush_records() -> None:
+    """Wait for the model-call records this event loop is still writing (llm.client writes them in the background)."""
+    loop = asyncio.get_running_loop()
+    pending = [task for task in client._pending_records if task.get_loop() is loop]
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 class Collector(CollectingSink):

@@ -163,10 +163,6 @@ class Workflow:
     steps: list[Step]
     text: str = ""
 
-    @property
-    def input_step(self) -> Step | None:
-        return next((step for step in self.steps if step.type == "input"), None)
-
 
 def references(value: Any) -> list[str]:
     """The variable names `value` (a string, or lists and mappings of them) refers to, in order."""

@@ -18,6 +18,7 @@ from agents.tools.think import conclusion_of
 from llm.models import LLMCall
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
+from tests.turns import flush_records
 
 BLOCKED_ADDRESSES = [
     "127.0.0.1",
@@ -287,8 +288,6 @@ async def test_deep_think_asks_the_reasoning_model_and_returns_the_conclusion(te
     def purposes():
         with tenant_scope(tenant):
             return list(LLMCall.objects.values_list("purpose", flat=True))
-
-    from llm.client import flush_records
 
     await flush_records()
     assert await database_sync_to_async(purposes)() == ["extract"]

@@ -10,13 +10,14 @@ from channels.testing import WebsocketCommunicator
 from agents.services import agent_create, conversation_start
 from config.asgi import application
 from core.db import database_sync_to_async
-from engine import streams, turns
+from engine import streams
 from llm.errors import message_for
 from memory.models import Message
 from tenants.models import Role
 from tenants.scope import tenant_scope
 from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
+from tests.turns import wait_turns
 from tests.websockets import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -92,7 +93,7 @@ async def test_deltas_stream_in_order_and_the_reply_is_stored_with_usage(member,
     socket = await _connect(member, tenant, conversation.pk)
     await socket.send_json_to(_send("Which way?", "c-1"))
     frames = await _frames_until(socket)
-    await turns.wait_turns()
+    await wait_turns()
 
     _assert_consecutive(frames)
     echo = frames[0]
@@ -114,7 +115,7 @@ async def test_a_resent_client_id_runs_once(member, tenant, conversation, script
     socket = await _connect(member, tenant, conversation.pk)
     await socket.send_json_to(_send("hello", "same-id"))
     await socket.send_json_to(_send("hello", "same-id"))  # while the first is running
-    await turns.wait_turns()
+    await wait_turns()
     await socket.send_json_to(_send("hello", "same-id"))  # after the reply is stored
     frames = []
     while not await socket.receive_nothing(timeout=0.3):
@@ -143,7 +144,7 @@ async def test_catch_up_after_a_disconnect_returns_exactly_the_missing_frames(
     second = await _connect(member, tenant, conversation.pk)
     await second.send_json_to({"type": "catch_up", "after_seq": seen[-1]["seq"]})
     rest = await _frames_until(second)
-    await turns.wait_turns()
+    await wait_turns()
     await second.disconnect()
 
     _assert_consecutive(seen + rest)
@@ -160,7 +161,7 @@ async def test_a_model_error_gives_an_error_frame_in_the_connection_language(
     socket = await _connect(member, tenant, conversation.pk, language="zh-CN,zh;q=0.9")
     await socket.send_json_to(_send("hello"))
     frames = await _frames_until(socket)
-    await turns.wait_turns()
+    await wait_turns()
     await socket.disconnect()
 
     assert len(await asyncio.to_thread(scripted_llm.requests)) == 3  # the factory's provider retries twice
@@ -179,7 +180,7 @@ async def test_a_dropped_stream_keeps_the_partial_reply(member, tenant, conversa
     socket = await _connect(member, tenant, conversation.pk)
     await socket.send_json_to(_send("count"))
     frames = await _frames_until(socket)
-    await turns.wait_turns()
+    await wait_turns()
     await socket.disconnect()
 
     done, error = frames[-2:]
@@ -201,7 +202,7 @@ async def test_stop_from_another_socket_stores_a_partial_reply(member, tenant, c
         await other_tab.receive_json_from(timeout=5)
     await other_tab.send_json_to({"type": "stop"})
     frames = await _frames_until(sender)
-    await turns.wait_turns()
+    await wait_turns()
     await sender.disconnect()
     await other_tab.disconnect()
 
@@ -218,7 +219,7 @@ async def test_a_second_message_while_a_turn_runs_is_refused_as_busy(member, ten
     await socket.send_json_to(_send("first"))
     await socket.send_json_to(_send("second", "c-second"))
     frames = await _frames_until(socket)
-    await turns.wait_turns()
+    await wait_turns()
     await socket.disconnect()
 
     busy = [f for f in frames if f["type"] == "error" and f["seq"] is None]
@@ -243,7 +244,7 @@ async def test_a_message_sent_as_the_reply_ends_is_not_refused(member, tenant, c
         await socket.send_json_to(_send(f"message {n}"))
         frames = await _frames_until(socket)
         assert not [f for f in frames if f["type"] == "error"], frames
-    await turns.wait_turns()
+    await wait_turns()
     await socket.disconnect()
     messages = await database_sync_to_async(_messages)(tenant, conversation)
     assert [m.role for m in messages] == ["user", "assistant"] * 5
@@ -254,7 +255,7 @@ async def test_frames_and_the_stop_flag_live_in_redis(redis_url, member, tenant,
     socket = await _connect(member, tenant, conversation.pk)
     await socket.send_json_to(_send("hello"))
     frames = await _frames_until(socket)
-    await turns.wait_turns()
+    await wait_turns()
     await socket.disconnect()
     log = streams.get_frame_log()
     assert [logged.as_dict() for logged in await log.after(conversation.pk, 0)] == frames
@@ -391,6 +392,6 @@ async def test_a_message_over_the_agents_own_limit_is_refused_with_it(member, te
     assert await database_sync_to_async(_messages)(tenant, conversation) == []
     await socket.send_json_to(_send("x" * limit.chars, "c-fits"))  # at the limit: sent and answered
     frames = await _frames_until(socket)
-    await turns.wait_turns()
+    await wait_turns()
     assert frames[0]["type"] == "user_message" and frames[-1]["type"] == "done"
     await socket.disconnect()

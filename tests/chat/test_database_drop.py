@@ -12,11 +12,11 @@ import pytest
 from django.db import connection, connections
 
 from core.db import database_sync_to_async
-from engine import turns
 from memory.models import Message
 from tenants.scope import tenant_scope
 from tests.chat.test_consumer import _connect, _send
 from tests.chat.test_consumer import conversation as conversation  # the fixture
+from tests.turns import wait_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,7 +57,7 @@ async def test_a_dropped_connection_mid_turn_keeps_the_message_and_the_conversat
     frames = []
     while not frames or frames[-1]["type"] not in ("done", "error") or frames[-1].get("status") == "partial":
         frames.append(await page.receive_json_from(timeout=20))
-    await asyncio.wait_for(turns.wait_turns(), timeout=30)
+    await asyncio.wait_for(wait_turns(), timeout=30)
     last = frames[-1]
     assert last["type"] == "done" or (last["type"] == "error" and last["message"])
 

@@ -11,12 +11,12 @@ import pytest
 
 from agents.services import agent_create, conversation_start
 from core.db import database_sync_to_async
-from engine import turns
 from memory.models import Message
 from tenants.scope import tenant_scope
 from tests.chat.test_consumer import _connect, _frames_until, _send
 from tests.factories import MembershipFactory
 from tests.llm.factories import ModelProviderFactory
+from tests.turns import wait_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,7 +54,7 @@ async def test_an_error_storm_ends_every_turn_clearly_and_leaves_nothing_stuck(t
     for number, socket in enumerate(sockets):
         await socket.send_json_to(_send(f"question {number}"))
     results = await asyncio.gather(*(_frames_until(socket, timeout=20) for socket in sockets))
-    await turns.wait_turns()
+    await wait_turns()
     for frames in results:
         assert frames[-1]["type"] == "error" and frames[-1]["code"] == code and frames[-1]["message"]
     assert len(await asyncio.to_thread(scripted_llm.requests)) == CHATS * 3  # bounded: the try and 2 retries each
@@ -66,7 +66,7 @@ async def test_an_error_storm_ends_every_turn_clearly_and_leaves_nothing_stuck(t
     for number, socket in enumerate(sockets):
         await socket.send_json_to(_send(f"again {number}"))
     results = await asyncio.gather(*(_frames_until(socket, timeout=20) for socket in sockets))
-    await turns.wait_turns()
+    await wait_turns()
     assert all(frames[-1]["type"] == "done" and frames[-1]["status"] == "complete" for frames in results)
     for socket in sockets:
         await socket.disconnect()

@@ -12,7 +12,6 @@ import pytest
 from agents.services import agent_create, conversation_start
 from chat.consumers import ChatConsumer
 from core.db import database_sync_to_async
-from engine import turns
 from memory.models import Message
 from tenants.scope import tenant_scope
 from tests.chat.test_consumer import (  # noqa: F401  (fixtures)
@@ -27,6 +26,7 @@ from tests.chat.test_consumer import (  # noqa: F401  (fixtures)
 from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
 from tests.queries import count_statements
+from tests.turns import wait_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,7 +67,7 @@ async def test_a_turn_runs_a_bounded_number_of_statements_and_none_per_token(
         with count_statements() as statements:
             await socket.send_json_to(_send("hello"))
             frames = await _frames_until(socket)
-            await turns.wait_turns()
+            await wait_turns()
         await socket.disconnect()
         assert frames[-1]["type"] == "done" and frames[-1]["status"] == "complete"
         statements_of.append(statements.sql)
@@ -99,7 +99,7 @@ async def test_a_frame_lost_on_the_bus_is_read_from_the_log_before_the_next_one(
     await socket.send_json_to({"type": "catch_up", "after_seq": 0})
     await socket.send_json_to(_send("tell me"))
     frames = await _frames_until(socket)
-    await turns.wait_turns()
+    await wait_turns()
     await socket.disconnect()
 
     assert lost, "no frame was dropped: the test did not inject its fault"
@@ -141,11 +141,11 @@ async def test_a_full_process_refuses_a_message_with_a_retry_hint_and_stores_not
     assert await database_sync_to_async(_messages)(tenant, third) == []
     for socket in sockets[:2]:
         assert (await _frames_until(socket))[-1]["status"] == "complete"
-    await turns.wait_turns()
+    await wait_turns()
 
     await sockets[2].send_json_to(_send("three", "c-three"))  # the page's resend, once there is room
     frames = await _frames_until(sockets[2])
-    await turns.wait_turns()
+    await wait_turns()
     assert frames[-1]["status"] == "complete"
     stored = await database_sync_to_async(_messages)(tenant, third)
     assert (stored[0].role, stored[0].content) == ("user", "three")
@@ -185,7 +185,7 @@ async def test_waiting_turns_are_served_in_turn_by_tenant(tenant, other_tenant, 
         *(chat(f"a{n}", socket, 0.01 * n) for n, socket in enumerate(sockets_a)),
         chat("b", socket_b, 0.2),  # after all of A's are in: one running, six waiting
     )
-    await turns.wait_turns()
+    await wait_turns()
     for socket in [*sockets_a, socket_b]:
         await socket.disconnect()
 

@@ -13,11 +13,11 @@ import uuid
 import pytest
 
 from core.db import database_sync_to_async
-from engine import turns
 from memory.models import Message
 from tenants.scope import tenant_scope
 from tests.chat.test_consumer import _connect, _send
 from tests.chat.test_consumer import conversation as conversation  # the fixture
+from tests.turns import wait_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,7 +81,7 @@ async def test_a_reply_survives_a_redis_restart(private_redis, member, tenant, c
     await asyncio.to_thread(private_redis.stop)
     await asyncio.sleep(0.3)
     await asyncio.to_thread(private_redis.start)  # empty: frames and claims are gone
-    await asyncio.wait_for(turns.wait_turns(), timeout=30)
+    await asyncio.wait_for(wait_turns(), timeout=30)
 
     def stored() -> list[tuple[str, str, int]]:
         with tenant_scope(tenant):

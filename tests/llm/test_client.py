@@ -16,7 +16,6 @@ from llm.client import (
     ToolCallStarted,
     complete_chat,
     embed_texts,
-    flush_records,
     stream_chat,
 )
 from llm.errors import LLMError
@@ -26,6 +25,7 @@ from llm.services import provider_ensure_demo
 from llm.tokens import count_messages, count_text
 from tenants.scope import tenant_scope
 from tests.llm.factories import LLMCallFactory
+from tests.turns import flush_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
