@@ -9,7 +9,7 @@ def main() -> None:
     # a deployment sets DJANGO_SECRET_KEY, and then DEBUG stays off unless DJANGO_DEBUG says otherwise.
     if "DJANGO_SECRET_KEY" not in os.environ and "DJANGO_DEBUG" not in os.environ:
         os.environ["DJANGO_DEBUG"] = "1"
-    from django.core.management import execute_from_command_line
+    from django.core.management import execute_from_command_line  # noqa: PLC0415 - Django's manage.py: settings first
 
     execute_from_command_line(sys.argv)
 

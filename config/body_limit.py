@@ -59,7 +59,7 @@ def _refuse(request: Any, limit: int) -> None:
 
 def install() -> None:
     """Wrap Daphne's WebRequest once (idempotent)."""
-    from daphne.http_protocol import WebRequest
+    from daphne.http_protocol import WebRequest  # noqa: PLC0415 - Twisted's reactor must be installed by Daphne before daphne.http_protocol loads
 
     if getattr(WebRequest, "_body_limit_installed", False):
         return

@@ -403,7 +403,7 @@ class RedisFrameLog(FrameLog):
 def redis_client(url: str) -> Any:
     """An asyncio Redis client on a bounded pool (REDIS_MAX_CONNECTIONS; a caller waits up to REDIS_POOL_TIMEOUT
     for a free connection instead of failing), with keepalive and a command timeout well above any wait we use."""
-    import redis.asyncio as redis
+    import redis.asyncio as redis  # noqa: PLC0415 - redis.asyncio only where a Redis frame log is configured
 
     pool = redis.BlockingConnectionPool.from_url(
         url,
@@ -444,7 +444,7 @@ class _Subscriber:
                 logger.exception("bus feed failed")
 
     async def _run(self) -> None:
-        import redis.asyncio as redis
+        import redis.asyncio as redis  # noqa: PLC0415 - redis.asyncio only where a Redis frame log is configured
 
         failures = 0
         while True:

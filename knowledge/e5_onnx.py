@@ -198,8 +198,8 @@ class E5Tokenizer:
 
     def __init__(self, model: E5File, max_tokens: int) -> None:
         # tokenizers takes ~0.1 s to import: only a process that embeds needs it
-        from tokenizers import Tokenizer
-        from tokenizers.models import Unigram
+        from tokenizers import Tokenizer  # noqa: PLC0415
+        from tokenizers.models import Unigram  # noqa: PLC0415
 
         self.bos, self.eos, self.max_content = model.bos, model.eos, max_tokens - 2
         self._table = str.maketrans(model.normalisation)
@@ -226,7 +226,7 @@ def model_file(source: Path | None = None, *, quantized: bool = True) -> Path:
 
 def build(source: Path, target: Path, *, quantized: bool = True) -> None:
     """Write the encoder graph for the model file `source` to `target` (atomically)."""
-    from knowledge import onnx_graph  # the onnx package (~0.5 s to import) is needed only to build a model
+    from knowledge import onnx_graph  # noqa: PLC0415 - the onnx package (~0.5 s to import) is needed only to build a model
 
     logger.info("building the local multilingual embedding model %s from %s", target.name, source)
     model = read(source)

@@ -70,7 +70,7 @@ class LocalMiniLM:
 
     @cached_property
     def _tokenizer(self):
-        from tokenizers import Tokenizer  # ~0.1 s to import: only a process that embeds needs it
+        from tokenizers import Tokenizer  # noqa: PLC0415 - ~0.1 s to import: only a process that embeds needs it
 
         tokenizer = Tokenizer.from_file(str(minilm_onnx.package_file("tokenizer.json")))
         tokenizer.enable_truncation(self.max_tokens)
@@ -79,7 +79,7 @@ class LocalMiniLM:
 
     @cached_property
     def _session(self):
-        import onnxruntime  # ~0.3 s to import: only a process that embeds needs it
+        import onnxruntime  # noqa: PLC0415 - ~0.3 s to import: only a process that embeds needs it
 
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -54,7 +54,7 @@ def _segmenter():
     if _jieba is None:
         with _jieba_lock:
             if _jieba is None:
-                import jieba  # ~0.4 s to import, and its dictionary loads here: only on the first Chinese text
+                import jieba  # noqa: PLC0415 - ~0.4 s to import, and its dictionary loads here: only on the first Chinese text
 
                 jieba.setLogLevel(logging.WARNING)
                 jieba.initialize()
@@ -68,7 +68,7 @@ def _simplified(text: str) -> str:
     if _opencc is None:
         with _jieba_lock:
             if _opencc is None:
-                import opencc  # loaded with its conversion tables on the first Chinese text only
+                import opencc  # noqa: PLC0415 - loaded with its conversion tables on the first Chinese text only
 
                 _opencc = opencc.OpenCC("t2s")
     return _opencc.convert(text)

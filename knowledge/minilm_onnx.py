@@ -69,7 +69,7 @@ def cached_model(
 ) -> Path:
     """The model file `build_into(source, target)` writes, cached in model_dir() under a name that changes with the
     source file, the builder `version` and onnxruntime's version; built first (once per process) if missing."""
-    import onnxruntime  # ~0.3 s to import: only a process that runs a local model needs it
+    import onnxruntime  # noqa: PLC0415 - ~0.3 s to import: only a process that runs a local model needs it
 
     stat = source.stat()
     key = hashlib.sha256(
@@ -100,7 +100,7 @@ _digests: dict[Path, str] = {}
 
 def build(source: Path, target: Path, *, quantized: bool = True) -> None:
     """Write the model for the weights in `source` to `target` (atomically: a reader never sees half a file)."""
-    from knowledge import onnx_graph  # the onnx package (~0.5 s to import) is needed only to build a model
+    from knowledge import onnx_graph  # noqa: PLC0415 - the onnx package (~0.5 s to import) is needed only to build a model
 
     logger.info("building the local embedding model %s from %s", target.name, source)
     graph = onnx_graph.float32_graph(

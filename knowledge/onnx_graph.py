@@ -190,7 +190,7 @@ def save_graph(graph: onnx.ModelProto, target: Path, *, quantized: bool = True) 
 def quantize(source: Path, target: Path) -> None:
     """Dynamic int8 quantisation of the matrix products: weights per output channel (signed), activations per
     call (unsigned, as the AVX2 integer kernels want)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic  # ~0.4 s to import; only quantising needs it
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415 - ~0.4 s to import; only quantising needs it
 
     # The quantiser logs a line per tensor, and advice that does not apply, on the root logger: once per machine.
     logging.disable(logging.WARNING)

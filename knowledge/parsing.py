@@ -293,8 +293,8 @@ class PDFParser(Parser):
 
     def parse(self, data: bytes) -> list[Section]:
         # pypdf takes ~0.2 s to import: only a process that reads a PDF needs it
-        from pypdf import PdfReader
-        from pypdf.errors import PdfReadError, PyPdfError
+        from pypdf import PdfReader  # noqa: PLC0415
+        from pypdf.errors import PdfReadError, PyPdfError  # noqa: PLC0415
 
         logging.getLogger("pypdf").setLevel(logging.ERROR)  # pypdf warns about every small repair it makes
         try:
@@ -345,9 +345,9 @@ class DocxParser(Parser):
 
     def parse(self, data: bytes) -> list[Section]:
         # python-docx takes ~0.2 s to import: only a process that reads a Word file needs it
-        import docx
-        from docx.table import Table
-        from docx.text.paragraph import Paragraph
+        import docx  # noqa: PLC0415 - python-docx only when a .docx is read
+        from docx.table import Table  # noqa: PLC0415 - python-docx only when a .docx is read
+        from docx.text.paragraph import Paragraph  # noqa: PLC0415 - python-docx only when a .docx is read
 
         try:
             document = docx.Document(io.BytesIO(data))

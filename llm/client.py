@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 
 from core.db import database_sync_to_async
-from llm import errors
+from llm import errors, tokens
 from llm.errors import LLMError
 from llm.messages import ChatMessage, wire
 from llm.models import CallStatus, ModelProvider, Purpose, UsageSource
@@ -534,7 +534,6 @@ async def embed_texts(
                 attempts=attempt,
             )
             raise error from exc
-    from llm import tokens
 
     prompt = reported if reported is not None else sum(tokens.count_text(t, "text-embedding-ada-002") for t in inputs)
     usage = Usage(prompt, 0, UsageSource.PROVIDER if reported is not None else UsageSource.COUNTED)

@@ -30,7 +30,7 @@ def demo_engine() -> ScriptEngine:
 def seed_demo_providers(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:
     """seed_demo: each demo tenant gets the offline demo model, or the real provider of OPENAI_* when set."""
     # The fake model server (python -m llm.fake_server) imports this module without Django: models only here.
-    from llm.services import provider_ensure_demo, provider_ensure_openai
+    from llm.services import provider_ensure_demo, provider_ensure_openai  # noqa: PLC0415
 
     api_key, base_url = settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL
     for tenant in tenants:

