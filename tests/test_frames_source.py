@@ -4,29 +4,16 @@ module reaches into llm.client for a helper that is not about models."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
 from agents import frames
+from tests.sources import ROOT, first_party_packages, parsed_sources
 
-ROOT = Path(__file__).resolve().parent.parent
 FRAMES_MODULE = ROOT / "agents" / "frames.py"
 FRAME_TYPES = {
     cls.type for cls in vars(frames).values() if isinstance(cls, type) and issubclass(cls, frames.Frame) and cls.type
 }
-
-
-def _apps() -> list[Path]:
-    """Every first-party package of the project (a Django app or config), so a new app is covered by itself."""
-    return sorted(path.parent for path in ROOT.glob("*/__init__.py") if path.parent.name not in ("tests", "bench"))
-
-
-def _sources():
-    for app in _apps():
-        for path in sorted(app.rglob("*.py")):
-            if "migrations" not in path.parts:
-                yield path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def _frame_constants(node: ast.AST) -> list[str]:
@@ -75,13 +62,13 @@ def test_the_frames_module_knows_every_frame_of_the_protocol():
 
 
 def test_every_app_is_checked():
-    names = {app.name for app in _apps()}
+    names = {app.name for app in first_party_packages()}
     assert {"agents", "api", "chat", "config", "core", "engine", "knowledge", "llm", "memory", "plans"} <= names
 
 
 def test_no_frame_is_made_or_read_by_hand_outside_the_frames_module():
     found = []
-    for path, tree in _sources():
+    for path, tree in parsed_sources():
         if path != FRAMES_MODULE:
             found += [f"{path.relative_to(ROOT)}:{where}" for where in hand_made_frames(tree)]
     assert found == []
@@ -113,7 +100,7 @@ def test_nothing_imports_a_helper_that_is_not_about_models_from_llm_client():
         "complete_chat", "embed_texts", "stream_chat",
     }  # fmt: skip
     found = []
-    for path, tree in _sources():
+    for path, tree in parsed_sources():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == "llm.client":
                 found += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names if a.name not in allowed]

@@ -4,28 +4,15 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
 from llm.messages import ROLES
+from tests.sources import ROOT, first_party_packages, parsed_sources
 
-ROOT = Path(__file__).resolve().parent.parent
 MESSAGES_MODULE = ROOT / "llm" / "messages.py"
 # Keys only a chat message has beside its role: a dict with a role and one of these is a message.
 MESSAGE_KEYS = {"content", "tool_calls", "tool_call_id"}
-
-
-def _apps() -> list[Path]:
-    """Every first-party package of the project (a Django app or config), so a new app is covered by itself."""
-    return sorted(path.parent for path in ROOT.glob("*/__init__.py") if path.parent.name not in ("tests", "bench"))
-
-
-def _sources():
-    for app in _apps():
-        for path in sorted(app.rglob("*.py")):
-            if "migrations" not in path.parts:
-                yield path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def _is_message(keys: dict[str, ast.AST]) -> bool:
@@ -57,13 +44,13 @@ def hand_made_messages(tree: ast.AST) -> list[str]:
 
 
 def test_every_app_is_checked():
-    names = {app.name for app in _apps()}
+    names = {app.name for app in first_party_packages()}
     assert {"agents", "api", "chat", "config", "core", "engine", "knowledge", "llm", "memory", "plans"} <= names
 
 
 def test_no_chat_message_is_made_by_hand_outside_the_messages_module():
     found = []
-    for path, tree in _sources():
+    for path, tree in parsed_sources():
         if path != MESSAGES_MODULE:
             found += [f"{path.relative_to(ROOT)}:{where}" for where in hand_made_messages(tree)]
     assert found == []
