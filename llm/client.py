@@ -25,6 +25,7 @@ from llm import errors, tokens
 from llm.errors import LLMError
 from llm.messages import ChatMessage, wire
 from llm.models import CallStatus, ModelProvider, Purpose, UsageSource
+from llm.options import CallOptions
 from llm.quota import quota_check, quota_fits_cached, quota_ledger_add
 from llm.selectors import connection_for
 from llm.services import Usage, llm_call_record, scope_of, usage_counted
@@ -195,6 +196,7 @@ def _chat_request(
     agent_id: int | None,
     conversation_id: int | None,
     extra_body: Mapping[str, Any] | None,
+    options: CallOptions | None = None,
 ) -> _Request:
     """The request stream_chat sends, from its arguments (see there)."""
     if connection is None:
@@ -214,6 +216,8 @@ def _chat_request(
         params["temperature"] = temperature
     if max_tokens is not None:
         params["max_tokens"] = max_tokens
+    if options is not None:
+        params.update(options.params())
     if extra_body:
         params["extra_body"] = dict(extra_body)
     record_base = {
@@ -388,18 +392,20 @@ async def stream_chat(
     conversation_id: int | None = None,
     extra_body: Mapping[str, Any] | None = None,
     cancel: asyncio.Event | None = None,
+    options: CallOptions | None = None,
 ) -> AsyncIterator[Event]:
     """Stream one chat completion as events; the last one is Finished. Raises LLMError on failure.
 
     Give a `provider` (its connection is resolved here) or a ready `connection` plus `model`. Setting `cancel`
     stops the call (LLMError "cancelled"); cancelling the task works too (recorded, then CancelledError).
+    `options` adds an API client's top_p, stop, seed and response_format (llm.options).
     On failure after part of the reply arrived, the LLMError carries it in `partial_text`.
     """
     started = time.perf_counter()
     request = _chat_request(
         tenant=tenant, messages=messages, provider=provider, connection=connection, model=model, tools=tools,
         tool_choice=tool_choice, temperature=temperature, max_tokens=max_tokens, purpose=purpose, agent_id=agent_id,
-        conversation_id=conversation_id, extra_body=extra_body,
+        conversation_id=conversation_id, extra_body=extra_body, options=options,
     )  # fmt: skip
     await _quota_checked(request)
     call = _Call(request, started)

@@ -16,8 +16,18 @@ rules:
 ```
 Reply keys: text, text_tokens (a generated text of exactly N tokens), tool_calls, finish_reason, delay, first_delay,
 chunk_size, stall (seconds before the response starts: a timeout), drop_after (chunks, then the connection drops),
-malformed_tool_json, usage (false: no usage chunk even when asked for), interleave_tool_calls, error {status,
-message, code, type, retry_after}. Text may use {last_message}, {system_prompt} and {model}.
+malformed_tool_json, usage (false: no usage chunk even when asked for), interleave_tool_calls, raw (true: answer as
+written, none of the conventions below), error {status, message, code, type, retry_after}. Text may use
+{last_message}, {system_prompt} and {model}.
+
+Conventions every script follows (as a real model would), unless the rule says `raw: true`:
+- a request that forces a tool (`tool_choice` "required" or a named function), or whose last message is the user's
+  and says "use the tool NAME" / "call the tool NAME" for an offered tool, gets a call of that tool; its
+  arguments follow the tool's JSON schema, each property read from "property: value" in the message;
+- `response_format` json_schema gets a JSON object of that schema (filled the same way), json_object the
+  rule's text as {"reply": text} (or the text itself when it is a JSON object);
+- `max_tokens` cuts the text to that many tokens (finish_reason "length"); `stop` cuts it before the first stop
+  sequence.
 The named groups of a `regex` condition (`(?P<dish>...)`) can be used as {dish} in the text and in tool-call
 arguments; an argument that is exactly "{name:int}" becomes the group as a number ("3", "两" -> 2).
 """
@@ -265,6 +275,133 @@ def _substitute(text: str, request: Mapping[str, Any], captures: Mapping[str, st
     )
 
 
+_USE_TOOL = re.compile(r"\b(?:use|call)\s+(?:the\s+)?tool\s+[`'\"“]?(?P<name>[\w.-]+)", re.IGNORECASE)
+
+
+def _offered(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The offered function tools, by name."""
+    offered = {}
+    for tool in request.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and function.get("name"):
+            offered[str(function["name"])] = function
+    return offered
+
+
+def _said(prop: str, text: str) -> str | None:
+    """The value the text gives a property as "prop: value" or "prop = value" (quoted, or up to , ; or a line end)."""
+    match = re.search(rf"\b{re.escape(prop)}\s*[:=]\s*(?:\"([^\"]*)\"|([^,;\n]+))", text, re.IGNORECASE)
+    if match is None:
+        return None
+    return (match.group(1) if match.group(1) is not None else match.group(2)).strip().rstrip(".")
+
+
+def _scalar(kind: str, said: str | None, schema: Mapping[str, Any], text: str) -> Any:
+    if kind in ("integer", "number"):
+        found = re.search(r"-?\d+(?:\.\d+)?", said if said is not None else text)
+        number = float(found.group()) if found else 0
+        return int(number) if kind == "integer" else number
+    if kind == "boolean":
+        return (said or "").lower() in ("true", "yes", "1")
+    if kind == "null":
+        return None
+    if schema.get("enum"):
+        return said if said in schema["enum"] else schema["enum"][0]
+    return said if said is not None else text
+
+
+def schema_value(schema: Mapping[str, Any], text: str, root: Mapping[str, Any] | None = None, prop: str = "") -> Any:
+    """A deterministic value of a JSON schema, read from `text` ("property: value"): what the scripted model
+    answers for a structured output or a tool's arguments."""
+    root = root or schema
+    if "$ref" in schema:
+        target: Any = root
+        for part in str(schema["$ref"]).lstrip("#/").split("/"):
+            target = target.get(part, {}) if isinstance(target, Mapping) else {}
+        return schema_value(target, text, root, prop)
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = [option for option in schema.get(key) or [] if option.get("type") != "null"]
+        if options:
+            return schema_value(options[0], text, root, prop)
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {name: schema_value(sub, text, root, name) for name, sub in properties.items()}
+    said = _said(prop, text) if prop else None
+    if kind == "array":
+        if said is None:
+            return []
+        item = schema.get("items") or {}
+        return [_scalar(item.get("type", "string"), part.strip(), item, text) for part in said.split("|")]
+    return _scalar(kind, said, schema, text)
+
+
+def _forced_tool(request: Mapping[str, Any], offered: Mapping[str, Any], text: str) -> str | None:
+    choice = request.get("tool_choice")
+    if choice == "none":
+        return None
+    if isinstance(choice, Mapping):
+        return (choice.get("function") or {}).get("name")
+    named = next((m.group("name") for m in _USE_TOOL.finditer(text) if m.group("name") in offered), None)
+    if named is None and choice == "required" and offered:
+        return next(iter(offered))
+    return named
+
+
+def with_conventions(request: Mapping[str, Any], reply: Mapping[str, Any]) -> dict[str, Any]:
+    """The reply as the conventions of the module docstring change it (client tools, response_format)."""
+    reply = dict(reply)
+    if reply.get("raw"):
+        return reply
+    messages = list(request.get("messages") or [])
+    last = messages[-1] if messages else {}
+    offered = _offered(request)
+    if offered and last.get("role") == "user":
+        text = _text(last.get("content"))
+        name = _forced_tool(request, offered, text)
+        if name in offered:
+            arguments = schema_value(offered[name].get("parameters") or {}, text)
+            return {**reply, "text": "", "text_tokens": 0, "tool_calls": [{"name": name, "arguments": arguments}]}
+    if reply.get("tool_calls"):
+        return reply
+    response_format = request.get("response_format") or {}
+    if response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema") or {}
+        users = [m for m in messages if m.get("role") == "user"]
+        value = schema_value(schema, _text(users[-1].get("content")) if users else "")
+        reply["text"] = json.dumps(value, ensure_ascii=False)
+    elif response_format.get("type") == "json_object":
+        reply["json_object"] = True
+    return reply
+
+
+def _json_object_text(text: str) -> str:
+    """The text when it is a JSON object, else {"reply": text}."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    return text if isinstance(value, dict) else json.dumps({"reply": text}, ensure_ascii=False)
+
+
+def limited(text: str, request: Mapping[str, Any], model: str) -> tuple[str, str | None]:
+    """The text cut before the request's first stop sequence and to its max_tokens; the finish reason a cut gives
+    ("length"), or None."""
+    stops = request.get("stop") or []
+    for stop in [stops] if isinstance(stops, str) else stops:
+        if stop and stop in text:
+            text = text[: text.index(stop)]
+    limit = request.get("max_completion_tokens") or request.get("max_tokens")
+    if isinstance(limit, int) and limit > 0:
+        encoding = tokens.encoding_for_model(model)
+        encoded = encoding.encode(text, disallowed_special=())
+        if len(encoded) > limit:
+            return encoding.decode(encoded[:limit]), "length"
+    return text, None
+
+
 class ScriptEngine:
     """Answers chat requests from a script. Thread-safe: the rule counters are shared by concurrent requests."""
 
@@ -315,7 +452,7 @@ class ScriptEngine:
             captures = rule.captures(request)
         if "error" in reply:
             return self._error_plan(reply)
-        return self._reply_plan(request, reply, captures)
+        return self._reply_plan(request, with_conventions(request, reply), captures)
 
     def _error_plan(self, reply: Mapping[str, Any]) -> ErrorPlan:
         error = dict(reply["error"])
@@ -341,6 +478,9 @@ class ScriptEngine:
         text = _substitute(str(reply.get("text", "")), request, captures)
         if reply.get("text_tokens"):
             text = text_of_tokens(int(reply["text_tokens"]), count_model)
+        if reply.get("json_object"):
+            text = _json_object_text(text)
+        text, cut = limited(text, request, count_model)
         tool_calls = []
         for number, call in enumerate(reply.get("tool_calls") or []):
             arguments = call.get("arguments", {})
@@ -353,7 +493,7 @@ class ScriptEngine:
             tool_calls.append(
                 {"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments_json}}
             )
-        finish_reason = reply.get("finish_reason") or ("tool_calls" if tool_calls else "stop")
+        finish_reason = reply.get("finish_reason") or cut or ("tool_calls" if tool_calls else "stop")
         prompt_tokens = tokens.count_messages(request.get("messages") or [], count_model, request.get("tools"))
         completion_tokens = tokens.count_text(text, count_model) + sum(
             tokens.count_text(c["function"]["name"] + c["function"]["arguments"], count_model) for c in tool_calls
