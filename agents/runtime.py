@@ -26,6 +26,7 @@ from core.db import database_sync_to_async
 from core.registry import Registry
 from llm import errors
 from llm.errors import LLMError
+from llm.options import CallOptions
 from memory.longterm.recall import Recalled, recall_for_turn
 from memory.models import Conversation, ConversationContext, Message, MessageStatus
 from memory.services import after_turn, assistant_message_finish
@@ -90,6 +91,9 @@ class TurnResult:
     usage: Usage = Usage()
     data: dict[str, Any] = field(default_factory=dict)
     error_code: str = ""
+    # The calls of an API client's own tools that end the turn (the client runs them), in the OpenAI form.
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    finish_reason: str = "stop"  # the model's: "length" when max_tokens cut the reply
 
 
 @dataclass
@@ -114,6 +118,8 @@ class TurnContext:
     recalled: Recalled = field(default_factory=Recalled)
     # The model's whole answer when the reply came with its events (seed 2's combined answer): extracted after.
     memory_answer: str | None = None
+    # What an API client asked of the model for this turn (its tools, response format, sampling), if any.
+    options: CallOptions | None = None
     usage: Usage = Usage()
     _text: list[str] = field(default_factory=list)
 
@@ -161,14 +167,17 @@ class TurnContext:
         status: TurnStatus = TurnStatus.COMPLETED,
         intent: str = "chat",
         data: dict[str, Any] | None = None,
+        tool_calls: tuple[dict[str, Any], ...] = (),
+        finish_reason: str = "stop",
     ) -> TurnResult:
-        """Store `text` as the reply and end the turn: a step frame with the agentChatResponse, then done."""
+        """Store `text` as the reply and end the turn: a step frame with the agentChatResponse, then done. With
+        `tool_calls` (an API client's tools), the reply is stored with them, for the client to answer."""
         usage = self.usage.stored()
         if self.recalled.used:
             # What fed the reply, kept with it: the chat shows it after a reload too.
             usage["memories"] = [{"kind": item["kind"], "text": item["text"]} for item in self.recalled.used]
         message = await database_sync_to_async(assistant_message_finish)(
-            conversation=self.conversation, content=text, usage=usage
+            conversation=self.conversation, content=text, usage=usage, tool_calls=list(tool_calls) or None
         )
         data = data or {}
         if self.recalled.used and "memories" not in data:
@@ -180,7 +189,8 @@ class TurnContext:
             frames.Done(index=self.index, message_id=message.pk, status=MessageStatus.COMPLETE,
                         usage=self.usage.frame(), content=text, strategy=self.strategy)
         )  # fmt: skip
-        return TurnResult(message=message, status=status, usage=self.usage, data=data)
+        return TurnResult(message=message, status=status, usage=self.usage, data=data, tool_calls=tool_calls,
+                          finish_reason=finish_reason)  # fmt: skip
 
     async def fail(self, code: str, text: str | None = None, *, emit: bool = True) -> TurnResult:
         """End the turn failed (or stopped, for `cancelled`): what arrived is stored with the code, a partial reply
@@ -266,8 +276,10 @@ async def run_turn(
     sink: Sink,
     stop: asyncio.Event | None = None,
     index: int = 0,
+    options: CallOptions | None = None,
 ) -> TurnResult:
-    """Answer the stored `user_message` through the runner of the conversation's agent kind.
+    """Answer the stored `user_message` through the runner of the conversation's agent kind (`options`: what an
+    API client asked of the model).
 
     Never raises for a failure of the model, a tool or the runner: the result says `failed` (or `stopped` when
     `stop` was set) and the sink got the error frame. Cancelling the task stores what arrived (code `cancelled`)
@@ -284,6 +296,7 @@ async def run_turn(
         tool_context=tool_context if isinstance(tool_context, dict) else {},
         stored_context=stored_context,
         index=index,
+        options=options,
     )
     if config.long_term_memory:
         turn.recalled = await database_sync_to_async(_recall)(conversation, user_message, config)

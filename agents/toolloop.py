@@ -23,7 +23,7 @@ from agents.models import MemoryExtraction
 from agents.replyjson import ReplyField, reply_of
 from agents.runtime import TurnContext, TurnResult, TurnRunner, TurnStatus, register_runner
 from agents.tools import Tool, ToolCallContext, tools_for
-from agents.tools.invoke import ToolOutcome, invoke_tool, merge_tool_context, tool_round, with_call_ids
+from agents.tools.invoke import ToolOutcome, ToolRound, invoke_tool, merge_tool_context, tool_round, with_call_ids
 from core.conf import setting
 from core.db import database_sync_to_async
 from llm import errors
@@ -35,6 +35,11 @@ from memory.models import Conversation, ConversationContext
 from memory.services import context_build, tool_exchange_add
 
 SUMMARY_CHARS = 200
+# Sent (not stored) when a reply asked to be JSON is not: the model gets one more try.
+REPAIR_PROMPT = (
+    "Your reply does not follow the required response format: %(problem)s "
+    "Answer again with only the JSON, nothing before or after it."
+)
 
 
 def max_iterations() -> int:
@@ -123,17 +128,27 @@ class _Loop:
         self.setup = setup
         self.allowed: dict[str, Tool] = {tool.name: tool for tool in setup.tools}
         self.reply_field: ReplyField | None = None
+        options = turn.options
+        # An API client's own tools (llm.options): offered beside the agent's, whose names win; never run here.
+        self.client_tools = (options.tool_names - set(self.allowed)) if options and not setup.text_protocol else set()
+        self.wants_json = bool(options and options.wants_json)
+
+    def _schemas(self) -> list[dict]:
+        schemas = [tool.openai_schema(self.turn.config.language) for tool in self.setup.tools]
+        if self.client_tools and self.turn.options is not None:
+            schemas += [dict(tool) for tool in self.turn.options.tools if tool["function"]["name"] in self.client_tools]
+        return schemas
 
     async def run(self) -> TurnResult:
         turn, setup = self.turn, self.setup
         messages = list(setup.messages)
         text_mode = setup.text_protocol
-        schemas = [tool.openai_schema(turn.config.language) for tool in setup.tools] if not text_mode else None
+        schemas = self._schemas() if not text_mode else None
         rounds = repairs = 0
         while True:
             if turn.stopped:
                 raise LLMError(errors.CANCELLED)
-            finished = await self._call(messages, schemas, stream_text=not text_mode)
+            finished = await self._call(messages, schemas, stream_text=not text_mode and not self.wants_json)
             if text_mode:
                 parsed = textprotocol.parse_reply(finished.text)
                 if parsed.repair_prompt:
@@ -153,9 +168,9 @@ class _Loop:
             else:
                 calls = with_call_ids(finished.tool_calls)
                 if not calls:
-                    if self.reply_field is not None:
-                        return await self._combined_answer(finished.text)
-                    return await turn.finish(finished.text)
+                    return await self._final(finished, messages, schemas)
+                if any(call.name in self.client_tools for call in calls):
+                    return await self._hand_back(finished, calls)
             if rounds >= max_iterations():
                 return await self._answer(
                     gettext(
@@ -170,26 +185,68 @@ class _Loop:
                     await self._tool_frame(call, frames.ToolStatus.STARTED, call.parsed_arguments or {})
             # Every call at once, each with the tool context as it was before the round.
             done = await tool_round(finished.text, calls, self._run_one, concurrently=True)
-            outcomes = done.outcomes
-            turn.tool_context = merge_tool_context(turn.tool_context, outcomes)
-            parts = [call.as_message_part() for call in calls]
-            await database_sync_to_async(tool_exchange_add)(
-                conversation=turn.conversation,
-                content="" if text_mode else finished.text,
-                tool_calls=parts,
-                results=[(call.id, outcome.text) for call, outcome in done.answered],
-                usage=turn.usage.stored(),
-                tool_context=turn.tool_context,
-                failed={call.id for call, outcome in zip(calls, outcomes, strict=True) if not outcome.ok},
-            )
-            question = next((outcome.ask_user for outcome in outcomes if outcome.ask_user), None)
+            await self._store_round("" if text_mode else finished.text, calls, done)
+            question = next((outcome.ask_user for outcome in done.outcomes if outcome.ask_user), None)
             if question:
                 return await self._answer(question, status=TurnStatus.INTERRUPTED)
             if text_mode:
+                parts = [call.as_message_part() for call in calls]
                 messages += textprotocol.to_text_messages([ChatMessage.assistant("", tool_calls=parts)])
-                messages.append(textprotocol.sys_message("\n".join(outcome.text for outcome in outcomes)))
+                messages.append(textprotocol.sys_message("\n".join(outcome.text for outcome in done.outcomes)))
             else:
                 messages += done.messages
+
+    async def _store_round(self, text: str, calls: Sequence[ToolCall], done: ToolRound) -> None:
+        """Keep the round's tool context and store its assistant message and tool results together."""
+        turn = self.turn
+        turn.tool_context = merge_tool_context(turn.tool_context, done.outcomes)
+        await database_sync_to_async(tool_exchange_add)(
+            conversation=turn.conversation,
+            content=text,
+            tool_calls=[call.as_message_part() for call in calls],
+            results=[(call.id, outcome.text) for call, outcome in done.answered],
+            usage=turn.usage.stored(),
+            tool_context=turn.tool_context,
+            failed={call.id for call, outcome in done.answered if not outcome.ok},
+        )
+
+    async def _hand_back(self, finished: Finished, calls: tuple[ToolCall, ...]) -> TurnResult:
+        """End the turn with the calls of the API client's tools, for the client to run (its next request brings
+        their results). The agent's own calls of the same reply run first, stored as a round of their own."""
+        own = tuple(call for call in calls if call.name not in self.client_tools)
+        if own:
+            await self._store_round("", own, await tool_round("", own, self._run_one, concurrently=True))
+        parts = tuple(call.as_message_part() for call in calls if call.name in self.client_tools)
+        text = "" if own else finished.text
+        return await self.turn.finish(text, tool_calls=parts, finish_reason="tool_calls")
+
+    async def _final(self, finished: Finished, messages: list[ChatMessage], schemas: list[dict] | None) -> TurnResult:
+        """The model's answer ends the turn (checked first when the API client asked for JSON)."""
+        if self.reply_field is not None:
+            return await self._combined_answer(finished.text)
+        if self.wants_json and finished.finish_reason != "length":
+            return await self._json_answer(finished, messages, schemas)
+        if self.wants_json:  # cut by the client's max_tokens: said as it came, as OpenAI does
+            await self.turn.say(finished.text)
+        return await self.turn.finish(finished.text, finish_reason=finished.finish_reason or "stop")
+
+    async def _json_answer(
+        self, finished: Finished, messages: list[ChatMessage], schemas: list[dict] | None
+    ) -> TurnResult:  # fmt: skip
+        """A reply the client asked to be JSON (`response_format`): checked (and against its schema), asked again
+        once with what was wrong, then said; a second failure fails the turn (code invalid_output)."""
+        options = self.turn.options
+        assert options is not None
+        text, problem = finished.text, options.reply_problem(finished.text)
+        if problem:
+            again = [*messages, ChatMessage.assistant(text), ChatMessage.user(REPAIR_PROMPT % {"problem": problem})]
+            finished = await self._call(again, schemas, stream_text=False)
+            text = finished.text
+            problem = options.reply_problem(text) if not finished.tool_calls else "the model called a tool"
+        if problem:
+            raise LLMError(errors.INVALID_OUTPUT, detail=problem)
+        await self.turn.say(text)
+        return await self.turn.finish(text, finish_reason=finished.finish_reason or "stop")
 
     async def _call(self, messages: list[ChatMessage], schemas: list[dict] | None, *, stream_text: bool) -> Finished:
         """One model call; text streams as deltas when `stream_text` (the text protocol waits for the whole reply)."""
@@ -203,10 +260,10 @@ class _Loop:
             model=turn.config.model,
             messages=messages,
             tools=schemas or None,
-            temperature=turn.config.temperature,
             agent_id=turn.conversation.agent_id,
             conversation_id=turn.conversation.pk,
             cancel=turn.stop,
+            **self._asked(),
         ):
             if isinstance(event, TextDelta):
                 if self.reply_field is not None:
@@ -215,7 +272,7 @@ class _Loop:
                         await turn.delta(shown)
                 elif stream_text:
                     await turn.delta(event.text)
-            elif isinstance(event, ToolCallStarted):
+            elif isinstance(event, ToolCallStarted) and event.name not in self.client_tools:
                 await turn.emit(
                     frames.Tool(index=turn.index, name=event.name, call_id=event.id, status=frames.ToolStatus.STARTED)
                 )
@@ -224,6 +281,16 @@ class _Loop:
         assert finished is not None  # stream_chat always ends with Finished or raises
         turn.count(finished.usage.prompt_tokens, finished.usage.completion_tokens, await finished.recorded())
         return finished
+
+    def _asked(self) -> dict[str, Any]:
+        """The API client's wishes for the model call (llm.options), over the agent's temperature."""
+        options = self.turn.options
+        if options is None:
+            return {"temperature": self.turn.config.temperature}
+        temperature = options.temperature if options.temperature is not None else self.turn.config.temperature
+        tool_choice = options.tool_choice if self.client_tools or self.setup.tools else None
+        return {"temperature": temperature, "max_tokens": options.max_tokens, "tool_choice": tool_choice,
+                "options": options}  # fmt: skip
 
     async def _combined_answer(self, answer: str) -> TurnResult:
         """The end of a combined answer: the reply is its `user_reply` (what was not streamed yet is sent now), the

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import weakref
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +26,10 @@ from engine.bus import hub_for
 from engine.sinks import ChannelSink
 from engine.streams import FrameLog, get_frame_log, turn_lease_seconds
 from llm import errors
+from llm.messages import ChatMessage
+from llm.options import CallOptions
 from memory.models import Conversation, Message, MessageStatus, Role
-from memory.services import assistant_message_finish, message_add
+from memory.services import assistant_message_finish, message_add, messages_import
 from plans.models import Plan, PlanStatus
 from plans.services import plan_set_status
 from tenants.scope import all_tenants, tenant_scope
@@ -137,9 +140,12 @@ def _stored_with_client_id(conversation: Conversation, client_id: str) -> tuple[
     return message, _reply_to(conversation, message)
 
 
-def _store_new(conversation: Conversation, client_id: str, content: str) -> tuple[Message, Message | None, bool]:
-    """Store the user message; when its client_id was stored before (a resend), that message and its reply instead.
-    The unique constraint finds a resend, so a new message costs no lookup first. (message, reply, created)"""
+def _store_new(
+    conversation: Conversation, client_id: str, content: str, then: Sequence[ChatMessage] = ()
+) -> tuple[Message, Message | None, bool]:
+    """Store the user message (and `then` after it: an API client's own tool round); when its client_id was
+    stored before (a resend), that message and its reply instead. The unique constraint finds a resend, so a new
+    message costs no lookup first. (message, reply, created)"""
     try:
         message = message_add(
             conversation=conversation, role=Role.USER, content=content, client_id=client_id, return_existing=False
@@ -149,6 +155,8 @@ def _store_new(conversation: Conversation, client_id: str, content: str) -> tupl
         if message is None:
             raise
         return message, reply, False
+    if then:
+        messages_import(conversation=conversation, messages=then)
     return message, None, True
 
 
@@ -172,11 +180,18 @@ def _turn_frames(logged: list[frames.Logged], message_id: int) -> list[frames.Lo
 
 
 async def submit_user_message(
-    *, conversation: Conversation, client_id: str, content: str, also: Sink | None = None
+    *,
+    conversation: Conversation,
+    client_id: str,
+    content: str,
+    also: Sink | None = None,
+    then: Sequence[ChatMessage] = (),
+    options: CallOptions | None = None,
 ) -> Submission:
     """Store the message and start its turn, unless its client_id was stored already (nothing runs again) or
     another turn of the conversation is running (busy: nothing is stored). The turn's frames go to the frame log
-    (every open page sees them) and, when given, to `also` (the API's answer)."""
+    (every open page sees them) and, when given, to `also` (the API's answer). An API client's request may add
+    `then` (its tool calls and their results, stored after the message) and `options` (llm.options)."""
     log = get_frame_log()
     refusal = None
     if not await _claim_clears(log, conversation.pk):
@@ -189,7 +204,7 @@ async def submit_user_message(
         if message is not None:
             return await _duplicate(log, conversation, message, reply)
         return Submission(refusal)
-    message, reply, created = await database_sync_to_async(_store_new)(conversation, client_id, content)
+    message, reply, created = await database_sync_to_async(_store_new)(conversation, client_id, content, then)
     if not created:
         return await _duplicate(log, conversation, message, reply)
     running = await log.claim_turn(conversation.pk, message.pk)
@@ -201,7 +216,7 @@ async def submit_user_message(
     channel = ChannelSink(conversation.pk, log)
     echo = await channel.emit(frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content))
     sink = channel if also is None else TeeSink(channel, also)
-    task = asyncio.get_running_loop().create_task(_run(log, conversation, message, sink))
+    task = asyncio.get_running_loop().create_task(_run(log, conversation, message, sink, options))
     _tasks.add(task)  # the loop keeps only weak references to tasks
     task.add_done_callback(_tasks.discard)
     return Submission("started", message=message, frames=[echo], task=task)
@@ -249,14 +264,18 @@ async def _watch_stop(log: FrameLog, conversation_id: int, turn_id: int, stop: a
         cancel()
 
 
-async def _run(log: FrameLog, conversation: Conversation, message: Message, sink: Sink) -> TurnResult | None:
+async def _run(
+    log: FrameLog, conversation: Conversation, message: Message, sink: Sink, options: CallOptions | None = None
+) -> TurnResult | None:
     stop = asyncio.Event()
     gate = turn_gate()
     watcher = asyncio.get_running_loop().create_task(_watch_stop(log, conversation.pk, message.pk, stop))
     try:
         await gate.acquire(conversation.tenant_id)
         try:
-            return await run_turn(conversation=conversation, user_message=message, sink=sink, stop=stop)
+            return await run_turn(
+                conversation=conversation, user_message=message, sink=sink, stop=stop, options=options
+            )
         finally:
             gate.release()
     except asyncio.CancelledError:

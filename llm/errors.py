@@ -26,6 +26,8 @@ INTERRUPTED = "interrupted"
 BAD_REQUEST = "bad_request"
 PRIVATE_ADDRESS = "private_address"
 HOST_UNRESOLVED = "host_unresolved"
+# An API client asked for JSON (response_format) and the model's reply was not, even after one repair.
+INVALID_OUTPUT = "invalid_output"
 
 # English msgids for gettext, and the Chinese text used while the compiled catalog lacks a translation, so the
 # Chinese UI never shows an English error because `compilemessages` has not run yet.
@@ -98,6 +100,14 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     BAD_REQUEST: (
         gettext_noop("The model provider rejected the request. Check the model name and the provider settings."),
         "模型服务商拒绝了请求。请检查模型名称和服务商设置。",
+    ),
+    INVALID_OUTPUT: (
+        gettext_noop(
+            "The model's reply did not follow the requested response format (JSON, or the JSON schema), even when "
+            "asked again. Simplify the schema, or choose a model that supports structured output."
+        ),
+        "模型的回复不符合请求的响应格式（JSON 或 JSON Schema），重新要求后仍不符合。"
+        "请简化 Schema，或换用支持结构化输出的模型。",
     ),
 }
 

@@ -8,9 +8,12 @@ client instead of running them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import jsonschema
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,23 @@ class CallOptions:
             return None
         schema = (self.response_format.get("json_schema") or {}).get("schema")
         return schema if isinstance(schema, Mapping) else None
+
+    def reply_problem(self, text: str) -> str:
+        """What keeps `text` from being the JSON reply asked for ("" when it is one), worded for the model."""
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            return f"it is not valid JSON ({exc})."
+        if not isinstance(value, dict):
+            return "it must be a JSON object."
+        schema = self.json_schema
+        if schema is None:
+            return ""
+        error = jsonschema.exceptions.best_match(jsonschema.validators.validator_for(schema)(schema).iter_errors(value))
+        if error is None:
+            return ""
+        where = "/".join(str(part) for part in error.absolute_path) or "the top level"
+        return f"it does not match the JSON schema at {where}: {error.message}."
 
     def params(self) -> dict[str, Any]:
         """The request fields these options add (temperature and max_tokens are merged by the caller)."""

@@ -171,8 +171,8 @@ def message_add(
 
 
 def messages_import(*, conversation: Conversation, messages: Sequence[ChatMessage]) -> list[Message]:
-    """Store a history a client brought (the OpenAI-compatible API's `messages`), oldest first, as active messages:
-    one insert and one context update however long it is."""
+    """Store a history a client brought (the OpenAI-compatible API's `messages`, tool calls and results included),
+    oldest first, as active messages: one insert and one context update however long it is."""
     model = conversation.model or "gpt-4"
     rows = [
         Message(
@@ -180,7 +180,11 @@ def messages_import(*, conversation: Conversation, messages: Sequence[ChatMessag
             conversation=conversation,
             role=message.role,
             content=message.text,
-            token_count=overflow.message_tokens(message.role, message.text, None, None, model),
+            tool_calls=list(message.tool_calls) if message.tool_calls else None,
+            tool_call_id=message.tool_call_id or "",
+            token_count=overflow.message_tokens(
+                message.role, message.text, message.tool_calls, message.tool_call_id, model
+            ),
         )
         for message in messages
     ]
