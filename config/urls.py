@@ -29,6 +29,10 @@ urlpatterns = [
     path("api/redoc.standalone.js", redoc_bundle, name="redoc-bundle"),
     # The OpenAI-compatible endpoint: base URL <site>/v1 for the openai SDK and its kin.
     path("v1/models", openai_compat.models, name="openai-models"),
+    path("v1/models/<str:model_id>", openai_compat.model, name="openai-model"),
     path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),
+    # Every other /v1 path answers OpenAI's error object (404), never an HTML page.
+    path("v1", openai_compat.unknown, name="openai-unknown-root"),
+    path("v1/<path:rest>", openai_compat.unknown, name="openai-unknown"),
     path("", include("tenants.urls")),
 ]
