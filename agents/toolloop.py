@@ -239,7 +239,7 @@ class _Loop:
         assert options is not None
         text, problem = finished.text, options.reply_problem(finished.text)
         if problem:
-            again = [*messages, ChatMessage.assistant(text), ChatMessage.user(REPAIR_PROMPT % {"problem": problem})]
+            again = [*messages, ChatMessage.assistant(text), ChatMessage.system(REPAIR_PROMPT % {"problem": problem})]
             finished = await self._call(again, schemas, stream_text=False)
             text = finished.text
             problem = options.reply_problem(text) if not finished.tool_calls else "the model called a tool"

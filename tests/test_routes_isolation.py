@@ -116,7 +116,7 @@ def foreign_value(name: str, route: str, world: dict[str, Any]) -> str:
         "document_id": world["document"].pk, "key_id": world["key"].pk, "record_id": world["record"].recordId,
         "plan_id": world["plan"].planId, "planId": world["plan"].planId, "format": "json",
         "event_id": world["memory"].delayed.pk, "item_id": world["memory"].memory.pk,
-        "goal_run_id": world["goal_run"].pk,
+        "goal_run_id": world["goal_run"].pk, "model_id": world["agent"].slug,
     }  # fmt: skip
     if name in simple:
         return str(simple[name])
