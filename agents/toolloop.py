@@ -132,6 +132,7 @@ class _Loop:
         # An API client's own tools (llm.options): offered beside the agent's, whose names win; never run here.
         self.client_tools = (options.tool_names - set(self.allowed)) if options and not setup.text_protocol else set()
         self.wants_json = bool(options and options.wants_json)
+        self.repairs = 0  # the text protocol's repair requests in a row
 
     def _schemas(self) -> list[dict]:
         schemas = [tool.openai_schema(self.turn.config.language) for tool in self.setup.tools]
@@ -144,27 +145,18 @@ class _Loop:
         messages = list(setup.messages)
         text_mode = setup.text_protocol
         schemas = self._schemas() if not text_mode else None
-        rounds = repairs = 0
+        rounds = 0
         while True:
             if turn.stopped:
                 raise LLMError(errors.CANCELLED)
             finished = await self._call(messages, schemas, stream_text=not text_mode and not self.wants_json)
             if text_mode:
-                parsed = textprotocol.parse_reply(finished.text)
-                if parsed.repair_prompt:
-                    if repairs >= textprotocol.REPAIR_LIMIT:
-                        return await self._answer(
-                            gettext("The model did not follow the reply protocol; please try again.")
-                        )
-                    repairs += 1
-                    messages += [ChatMessage.assistant(finished.text), textprotocol.sys_message(parsed.repair_prompt)]
+                step = await self._text_step(finished, messages)
+                if step is None:
                     continue
-                if parsed.kind == "user":
-                    return await self._answer(parsed.text)
-                calls: tuple[ToolCall, ...] = (
-                    ToolCall(id=f"call_txt_{uuid.uuid4().hex[:20]}", name=parsed.app, arguments=parsed.raw_arguments),
-                )
-                repairs = 0
+                if isinstance(step, TurnResult):
+                    return step
+                calls = step
             else:
                 calls = with_call_ids(finished.tool_calls)
                 if not calls:
@@ -180,21 +172,49 @@ class _Loop:
                     % {"count": rounds}
                 )
             rounds += 1
-            if text_mode:
-                for call in calls:
-                    await self._tool_frame(call, frames.ToolStatus.STARTED, call.parsed_arguments or {})
-            # Every call at once, each with the tool context as it was before the round.
-            done = await tool_round(finished.text, calls, self._run_one, concurrently=True)
-            await self._store_round("" if text_mode else finished.text, calls, done)
+            done = await self._round(finished, calls)
             question = next((outcome.ask_user for outcome in done.outcomes if outcome.ask_user), None)
             if question:
                 return await self._answer(question, status=TurnStatus.INTERRUPTED)
-            if text_mode:
-                parts = [call.as_message_part() for call in calls]
-                messages += textprotocol.to_text_messages([ChatMessage.assistant("", tool_calls=parts)])
-                messages.append(textprotocol.sys_message("\n".join(outcome.text for outcome in done.outcomes)))
-            else:
-                messages += done.messages
+            messages += self._round_messages(calls, done)
+
+    async def _text_step(
+        self, finished: Finished, messages: list[ChatMessage]
+    ) -> TurnResult | tuple[ToolCall, ...] | None:
+        """A reply in the text protocol: the answer (the turn's result), the call it makes, or None when the model
+        was asked to repair its reply (`messages` grow by the exchange)."""
+        parsed = textprotocol.parse_reply(finished.text)
+        if parsed.repair_prompt:
+            if self.repairs >= textprotocol.REPAIR_LIMIT:
+                return await self._answer(gettext("The model did not follow the reply protocol; please try again."))
+            self.repairs += 1
+            messages += [ChatMessage.assistant(finished.text), textprotocol.sys_message(parsed.repair_prompt)]
+            return None
+        if parsed.kind == "user":
+            return await self._answer(parsed.text)
+        self.repairs = 0
+        return (ToolCall(id=f"call_txt_{uuid.uuid4().hex[:20]}", name=parsed.app, arguments=parsed.raw_arguments),)
+
+    async def _round(self, finished: Finished, calls: tuple[ToolCall, ...]) -> ToolRound:
+        """Run a round of the agent's tool calls (every call at once, each with the tool context as it was before
+        the round) and store it."""
+        text_mode = self.setup.text_protocol
+        if text_mode:
+            for call in calls:
+                await self._tool_frame(call, frames.ToolStatus.STARTED, call.parsed_arguments or {})
+        done = await tool_round(finished.text, calls, self._run_one, concurrently=True)
+        await self._store_round("" if text_mode else finished.text, calls, done)
+        return done
+
+    def _round_messages(self, calls: tuple[ToolCall, ...], done: ToolRound) -> list[ChatMessage]:
+        """The round as the next model call reads it."""
+        if not self.setup.text_protocol:
+            return done.messages
+        parts = [call.as_message_part() for call in calls]
+        return [
+            *textprotocol.to_text_messages([ChatMessage.assistant("", tool_calls=parts)]),
+            textprotocol.sys_message("\n".join(outcome.text for outcome in done.outcomes)),
+        ]
 
     async def _store_round(self, text: str, calls: Sequence[ToolCall], done: ToolRound) -> None:
         """Keep the round's tool context and store its assistant message and tool results together."""
