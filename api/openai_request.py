@@ -281,7 +281,7 @@ def _tool_choice(value: Any, tools: tuple[dict[str, Any], ...]) -> Any:
         named = (value.get("function") or {}).get("name") if value.get("type") == "function" else None
         if named in names:
             return {"type": "function", "function": {"name": named}}
-    elif value in TOOL_CHOICES and (tools or value == "none"):
+    elif value in TOOL_CHOICES and (tools or value != "required"):
         return value
     raise _refuse("tool_choice", _("“tool_choice” must be none, auto, required or one of the functions in “tools”."))
 

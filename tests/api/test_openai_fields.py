@@ -227,6 +227,10 @@ def test_refused_fields_say_why(server, published, tenant_admin, make_key):
         client.chat.completions.create(model=published.solar.slug, messages=asked, n=2)
     assert many.value.code == "unsupported_value" and many.value.body["param"] == "n"
     assert "n=1" in many.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as chinese:
+        client.chat.completions.create(model=published.solar.slug, messages=asked, n=3,
+                                       extra_headers={"Accept-Language": "zh-hans"})  # fmt: skip
+    assert chinese.value.body["message"] == "每个请求只支持一个回答（n=1）：请改为发送 3 个请求。"
     refusals = [
         ({"temperature": 3}, "temperature"),
         ({"response_format": {"type": "xml"}}, "response_format"),
