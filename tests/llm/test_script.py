@@ -131,3 +131,65 @@ def test_regex_named_groups_fill_the_text_and_the_tool_call_arguments():
         "arguments"
     ]
     assert json.loads(arguments)["quantity"] == 15
+
+
+# --- the conventions: client tools, response_format, max_tokens and stop -------------------------------------------
+
+LOOKUP = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"}},
+        },
+    },
+}
+ECHO = {"rules": [{"when": {}, "reply": {"text": "echo {last_message}"}}]}
+
+
+def test_a_named_or_forced_tool_is_called_with_arguments_from_the_message():
+    engine = ScriptEngine(ECHO)
+    said = [{"role": "user", "content": "Please use the tool lookup, city: Oslo, days: 3, metric: yes"}]
+    call = plan_text(engine, said, tools=[LOOKUP])["tool_calls"][0]
+    assert json.loads(call["function"]["arguments"]) == {"city": "Oslo", "days": 3, "metric": True}
+    plain = [{"role": "user", "content": "city: Oslo"}]
+    assert plan_text(engine, plain, tools=[LOOKUP])["content"] == "echo city: Oslo"  # offered, not asked for
+    forced = plan_text(engine, plain, tools=[LOOKUP], tool_choice={"type": "function", "function": {"name": "lookup"}})
+    assert json.loads(forced["tool_calls"][0]["function"]["arguments"])["city"] == "Oslo"
+    assert plan_text(engine, plain, tools=[LOOKUP], tool_choice="required")["tool_calls"]
+    assert "tool_calls" not in plan_text(engine, said, tools=[LOOKUP], tool_choice="none")
+    result = {"role": "tool", "tool_call_id": "x", "content": "7"}
+    results = [*said, {"role": "assistant", "tool_calls": [call]}, result]
+    assert plan_text(engine, results, tools=[LOOKUP])["content"] == "echo 7"  # after the results: an answer
+    raw = ScriptEngine({"rules": [{"when": {}, "reply": {"text": "no", "raw": True}}]})
+    assert plan_text(raw, said, tools=[LOOKUP])["content"] == "no"
+
+
+def test_response_format_gets_json_and_the_same_request_the_same_answer():
+    engine = ScriptEngine(ECHO)
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
+                       "pet": {"$ref": "#/$defs/Pet"}, "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+        "$defs": {"Pet": {"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]}}}},
+    }  # fmt: skip
+    request = {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}}
+    said = [{"role": "user", "content": "name: Ada, tags: a|b, kind: dog"}]
+    answer = plan_text(engine, said, **request)["content"]
+    assert json.loads(answer) == {"name": "Ada", "tags": ["a", "b"], "pet": {"kind": "dog"}, "note": said[0]["content"]}
+    assert plan_text(engine, said, **request)["content"] == answer
+    wrapped = plan_text(engine, [{"role": "user", "content": 'a "quote"'}], response_format={"type": "json_object"})
+    assert json.loads(wrapped["content"]) == {"reply": 'echo a "quote"'}
+
+
+def test_max_tokens_and_stop_cut_the_text():
+    engine = ScriptEngine({"rules": [{"when": {}, "reply": {"text_tokens": 30}}]})
+    plan = engine.plan({"model": "scripted", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4})
+    choice = plan.completion["choices"][0]
+    assert choice["finish_reason"] == "length" and count_text(choice["message"]["content"], "gpt-4") == 4
+    assert plan.chunks[-1]["choices"][0]["finish_reason"] == "length"
+    stopped = ScriptEngine({"rules": [{"when": {}, "reply": {"text": "one. two. three."}}]})
+    plan = stopped.plan({"model": "scripted", "messages": [{"role": "user", "content": "x"}], "stop": [" two"]})
+    assert plan.completion["choices"][0]["message"]["content"] == "one."
+    assert plan.completion["choices"][0]["finish_reason"] == "stop"
