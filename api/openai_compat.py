@@ -47,7 +47,7 @@ from api.throttling import StreamSlot, admit, holding, stream_slot_take
 from core.conf import setting
 from core.db import database_sync_to_async
 from engine import turns
-from memory.models import Conversation
+from memory.models import Conversation, Message, Role
 from memory.services import messages_import, title_from
 from tenants.scope import tenant_scope
 
@@ -158,6 +158,7 @@ def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
             if conversation is None or conversation.agent_id != agent.pk:
                 raise ApiError(404, _("No such conversation of this agent."), code="conversation_not_found",
                                param="metadata.conversation_id")  # fmt: skip
+            _refuse_pending_calls(conversation)
         slot = _stream_slot(access) if ask.stream else None
         if ask.conversation_id is None:
             try:
@@ -169,6 +170,16 @@ def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
                     slot.release()
                 raise
     return Prepared(access=access, agent=agent, conversation=conversation, slot=slot)
+
+
+def _refuse_pending_calls(conversation: Conversation) -> None:
+    """A conversation whose last reply handed the client its tool calls goes on only with their results, which come
+    with the whole history (api.openai_request): a new message here would leave the calls unanswered."""
+    last = Message.objects.filter(conversation=conversation).order_by("-id").values_list("role", "tool_calls").first()
+    if last is not None and last[0] == Role.ASSISTANT and last[1]:
+        raise ApiError(409, _("This conversation waits for the results of your tools: send them with the whole "
+                              "history, without the conversation id."), code="tool_results_pending",
+                       param="metadata.conversation_id")  # fmt: skip
 
 
 def _stream_slot(access: KeyAccess) -> StreamSlot | None:

@@ -73,6 +73,13 @@ def test_a_client_tool_is_called_then_its_result_continues_the_turn(
     assert [tool["function"]["name"] for tool in sent["tools"]] == ["get_weather"]
     assert [role for role, *_rest in _stored(first.model_extra["conversation_id"])] == ["user", "assistant"]
 
+    with pytest.raises(openai.ConflictError) as pending:  # its results come with the whole history
+        client.chat.completions.create(
+            model=published.solar.slug,
+            messages=[{"role": "user", "content": "and?"}],
+            metadata={"conversation_id": str(first.model_extra["conversation_id"])},
+        )
+    assert pending.value.code == "tool_results_pending"
     history = [*asked, choice.message.model_dump(exclude_none=True),
                {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 C"}]  # fmt: skip
     final = client.chat.completions.create(model=published.solar.slug, messages=history, tools=[WEATHER_TOOL])
