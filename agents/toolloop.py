@@ -133,6 +133,7 @@ class _Loop:
         self.client_tools = (options.tool_names - set(self.allowed)) if options and not setup.text_protocol else set()
         self.wants_json = bool(options and options.wants_json)
         self.repairs = 0  # the text protocol's repair requests in a row
+        self.calls_made = 0
 
     def _schemas(self) -> list[dict]:
         schemas = [tool.openai_schema(self.turn.config.language) for tool in self.setup.tools]
@@ -309,6 +310,9 @@ class _Loop:
             return {"temperature": self.turn.config.temperature}
         temperature = options.temperature if options.temperature is not None else self.turn.config.temperature
         tool_choice = options.tool_choice if self.client_tools or self.setup.tools else None
+        if self.calls_made and tool_choice not in (None, "none"):
+            tool_choice = "auto"  # a forced call is the turn's first; after the agent's tools ran, the model answers
+        self.calls_made += 1
         return {"temperature": temperature, "max_tokens": options.max_tokens, "tool_choice": tool_choice,
                 "options": options}  # fmt: skip
 
