@@ -33,6 +33,12 @@ class ToolServerForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "style": "font-family: monospace"}),
         help_text=_('A JSON object, e.g. {"X-Api-Key": "…"}; stored encrypted and never shown again. Empty: keep.'),
     )
+    url = forms.URLField(
+        label=ToolServer._meta.get_field("url").verbose_name,
+        assume_scheme="https",
+        max_length=500,
+        help_text=ToolServer._meta.get_field("url").help_text,
+    )
     clear_headers = forms.BooleanField(label=_("Remove the stored token and headers"), required=False)
 
     class Meta:
