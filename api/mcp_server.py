@@ -20,12 +20,14 @@ import re
 import uuid
 import weakref
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 from django.conf import settings
 from django.db import transaction
 from django.http.request import split_domain_port, validate_host
+from django.utils import translation
 from django.utils.translation import gettext as _
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -47,6 +49,7 @@ from tenants.scope import tenant_scope
 
 PATH = "/mcp"
 ACCESS_KEY = "agentplat.key_access"
+LANGUAGE_KEY = "agentplat.language"
 # What an MCP tool name may be (the spec's characters and length); an agent whose slug is not one is agent_<id>.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 INPUT_SCHEMA = {
@@ -85,8 +88,15 @@ def _access(ctx: Any) -> KeyAccess:
     return ctx.request.scope[ACCESS_KEY]
 
 
+def _language(ctx: Any) -> str:
+    """The caller's language (Accept-Language), for the handlers: they run in the session manager's task, outside
+    the request's context, so it is carried in the ASGI scope."""
+    return ctx.request.scope[LANGUAGE_KEY]
+
+
 async def list_agent_tools(ctx: Any, params: Any) -> ListToolsResult:
-    return ListToolsResult(tools=await database_sync_to_async(_agent_tools)(_access(ctx)))
+    with translation.override(_language(ctx)):
+        return ListToolsResult(tools=await database_sync_to_async(_agent_tools)(_access(ctx)))
 
 
 def failed(text: str) -> CallToolResult:
@@ -156,7 +166,11 @@ async def _turn(access: KeyAccess, conversation: Conversation, message: str) -> 
 
 
 async def call_agent_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
-    access = _access(ctx)
+    with translation.override(_language(ctx)):
+        return await _call_agent(_access(ctx), params)
+
+
+async def _call_agent(access: KeyAccess, params: CallToolRequestParams) -> CallToolResult:
     try:
         call = _arguments(params.arguments)
         conversation = await database_sync_to_async(_conversation)(access, params.name, call)
@@ -210,6 +224,12 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return next((value.decode("latin-1") for key, value in scope["headers"] if key == name), None)
 
 
+def _request_language(scope: Scope) -> str:
+    """The supported language the request's Accept-Language asks for (else the platform's default)."""
+    meta = {"HTTP_ACCEPT_LANGUAGE": _header(scope, b"accept-language") or ""}
+    return translation.get_language_from_request(SimpleNamespace(COOKIES={}, META=meta, path_info="/"))
+
+
 async def mcp_endpoint(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
     """/mcp: the key checked (401/403/429 with an error object), then the MCP server in the key's access."""
     domain, _port = split_domain_port(_header(scope, b"host") or "")
@@ -223,7 +243,7 @@ async def mcp_endpoint(scope: Scope, receive: ASGIReceiveCallable, send: ASGISen
         await _respond(send, exc.status, {"error": {"code": exc.code, "message": exc.message}}, headers)
         return
     manager = await session_manager()
-    await manager.handle_request({**scope, ACCESS_KEY: access}, receive, send)
+    await manager.handle_request({**scope, ACCESS_KEY: access, LANGUAGE_KEY: _request_language(scope)}, receive, send)
 
 
 def mount_mcp(django_app: Any) -> Any:
