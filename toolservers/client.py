@@ -8,6 +8,11 @@ own flag, which only the platform operator can set).
 
 Everything here is async, as the `mcp` client is; the tool loop runs tools in its event loop (agents.tools.mcp),
 and the admin's refresh runs on a private event loop (toolservers.services).
+
+Tool calls share one session per server and event loop (`_Held`): opening one (connect, initialise, close) costs
+about fifteen times a call on a local server (bench/mcp_overhead.py). A kept session is replaced after
+PUBLIC_RECHECK_SECONDS so that the server's name is checked (and pinned) again, as a provider's is; one that broke is
+dropped and the next call opens another (a failed call is not retried: the tool may have run).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -28,10 +34,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import PaginatedRequestParams
 
 from core.netguard import UnresolvedHost, check_url
-from llm.transports import PinnedTransport
+from llm.transports import PUBLIC_RECHECK_SECONDS, PinnedTransport
 
 # Pages of a server's tool list read at most (a server that pages forever is cut off).
 MAX_LIST_PAGES = 20
+# Sessions kept open per event loop; beyond it the oldest is closed.
+MAX_HELD_SESSIONS = 64
 
 
 class ServerUnavailable(Exception):
@@ -48,6 +56,14 @@ class Connection:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     timeout: float = 20.0
     private_allowed: bool = False
+    # The ToolServer row: sessions are kept per server (never shared between tenants' servers).
+    server_id: int | None = None
+
+    @property
+    def key(self) -> tuple:
+        """What a kept session is for: this server, as configured now (a changed token gets a new session)."""
+        headers = tuple(sorted(self.headers.items()))
+        return (self.server_id, self.url, headers, self.timeout, self.private_allowed)
 
 
 @dataclass(frozen=True)
@@ -160,12 +176,77 @@ def result_text(result: Any) -> str:
     return json.dumps(blocks, ensure_ascii=False)
 
 
-async def _call(connection: Connection, name: str, arguments: dict[str, Any]) -> CallResult:
-    async with open_session(connection) as session:
+class _Held:
+    """A session with one server kept open by a task of the event loop (the `mcp` client's context managers must be
+    entered and left in one task, so callers borrow `session` and never close it themselves)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.private_allowed = connection.private_allowed
+        self.opened_at = time.monotonic()
+        self.session: ClientSession | None = None
+        self.error: BaseException | None = None
+        self._ready = asyncio.Event()
+        self._close = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._hold(connection), name="mcp-client-session")
+
+    async def _hold(self, connection: Connection) -> None:
         try:
-            result = await session.call_tool(name, arguments)
-        except MCPError as exc:  # a JSON-RPC error answer (unknown tool, invalid arguments): the tool failed
-            return CallResult(text=exc.error.message, is_error=True)
+            async with open_session(connection) as session:
+                self.session = session
+                self._ready.set()
+                await self._close.wait()
+        except (Exception, BaseExceptionGroup) as exc:  # reported to the callers waiting for it
+            self.error = exc
+        finally:
+            self.session = None
+            self._ready.set()
+
+    async def get(self) -> ClientSession:
+        await self._ready.wait()
+        if self.session is None:
+            raise self.error or ServerUnavailable("closed")
+        return self.session
+
+    def usable(self) -> bool:
+        fresh = self.private_allowed or time.monotonic() - self.opened_at < PUBLIC_RECHECK_SECONDS
+        return fresh and not self._task.done()
+
+    def close(self) -> None:
+        self._close.set()
+
+
+_held: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, _Held]] = weakref.WeakKeyDictionary()
+
+
+def _held_for(connection: Connection) -> _Held:
+    """The kept session of `connection`'s server in this event loop, opened (or replaced) when needed."""
+    per_loop = _held.setdefault(asyncio.get_running_loop(), {})
+    held = per_loop.get(connection.key)
+    if held is None or not held.usable():
+        if held is not None:
+            held.close()
+        held = per_loop[connection.key] = _Held(connection)
+        while len(per_loop) > MAX_HELD_SESSIONS:
+            per_loop.pop(next(iter(per_loop))).close()
+    return held
+
+
+def _drop(connection: Connection, held: _Held) -> None:
+    per_loop = _held.get(asyncio.get_running_loop(), {})
+    if per_loop.get(connection.key) is held:
+        del per_loop[connection.key]
+    held.close()
+
+
+async def _call(connection: Connection, name: str, arguments: dict[str, Any]) -> CallResult:
+    held = _held_for(connection)
+    try:
+        result = await (await held.get()).call_tool(name, arguments)
+    except MCPError as exc:  # a JSON-RPC error answer (unknown tool, invalid arguments): the tool failed
+        return CallResult(text=exc.error.message, is_error=True)
+    except (Exception, BaseExceptionGroup):
+        _drop(connection, held)  # broken (or refused): the next call opens another
+        raise
     return CallResult(text=result_text(result), is_error=bool(result.is_error))
 
 

@@ -27,6 +27,7 @@ def connection_for(server: ToolServer) -> Connection:
         headers=server.headers(),
         timeout=float(server.timeout_seconds),
         private_allowed=private_allowed(server),
+        server_id=server.pk,
     )
 
 

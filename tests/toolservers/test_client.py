@@ -152,3 +152,25 @@ def test_another_tenants_tools_are_invisible_and_refused(tenant, other_tenant, m
         assert not ServerTool.objects.exists() and not ToolServer.objects.exists()
     outcome = _invoke(tenant, WEATHER, {"city": "Paris"})
     assert not outcome.ok and "is not available to this agent" in outcome.error
+
+
+def test_calls_share_one_session_per_server_and_survive_a_timeout(tenant, make_server):
+    from toolservers import client
+
+    make_server(tenant, enable=("add", "slow"), timeout_seconds=0.5)
+    with tenant_scope(tenant):
+        add, slow = find_tool("mcp__tt__add", tenant=tenant), find_tool("mcp__tt__slow", tenant=tenant)
+    call = ToolCallContext(tenant=tenant)
+
+    async def calls():
+        first = await invoke_tool(add, name=add.name, arguments={"a": 1, "b": 1}, call=call)
+        timed_out = await invoke_tool(slow, name=slow.name, arguments={"seconds": 3}, call=call)
+        after = await asyncio.gather(
+            *(invoke_tool(add, name=add.name, arguments={"a": n, "b": 1}, call=call) for n in range(5))
+        )
+        return first, timed_out, after, dict(client._held[asyncio.get_running_loop()])
+
+    first, timed_out, after, held = asyncio.run(calls())
+    assert first.text == "2" and "did not answer within 0.5 seconds" in timed_out.error
+    assert [outcome.text for outcome in after] == ["1", "2", "3", "4", "5"]
+    assert len(held) == 1  # one session of this server, reused by every call
