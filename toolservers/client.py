@@ -31,7 +31,7 @@ from django.utils.translation import gettext as _
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import PaginatedRequestParams
+from mcp_types import CONNECTION_CLOSED, PaginatedRequestParams
 
 from core.netguard import UnresolvedHost, check_url
 from llm.transports import PUBLIC_RECHECK_SECONDS, PinnedTransport
@@ -112,7 +112,7 @@ async def open_session(connection: Connection) -> AsyncIterator[ClientSession]:
     async with (
         client,
         streamable_http_client(connection.url, http_client=client) as (read, write),
-        ClientSession(read, write, read_timeout_seconds=connection.timeout) as session,
+        ClientSession(read, write) as session,  # calls are bounded by `guarded`
     ):
         await session.initialize()
         yield session
@@ -242,10 +242,15 @@ async def _call(connection: Connection, name: str, arguments: dict[str, Any]) ->
     held = _held_for(connection)
     try:
         result = await (await held.get()).call_tool(name, arguments)
-    except MCPError as exc:  # a JSON-RPC error answer (unknown tool, invalid arguments): the tool failed
-        return CallResult(text=exc.error.message, is_error=True)
-    except (Exception, BaseExceptionGroup):
-        _drop(connection, held)  # broken (or refused): the next call opens another
+    except MCPError as exc:
+        if exc.code == CONNECTION_CLOSED:
+            _drop(connection, held)
+            raise
+        return CallResult(text=exc.error.message, is_error=True)  # an error answer (unknown tool...): the tool failed
+    except (Exception, BaseExceptionGroup, asyncio.CancelledError):
+        # Broken, refused, or a call abandoned at its timeout (which can leave the session's transport closed):
+        # the next call opens another session.
+        _drop(connection, held)
         raise
     return CallResult(text=result_text(result), is_error=bool(result.is_error))
 
