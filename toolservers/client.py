@@ -131,7 +131,8 @@ async def guarded(connection: Connection, work: Any) -> Any:
     """Await `work` (a coroutine using the server) within the server's timeout; every failure becomes
     ServerUnavailable with a message naming the server."""
     try:
-        return await asyncio.wait_for(work, connection.timeout)
+        async with asyncio.timeout(connection.timeout):  # in this task: no task of its own per call, as wait_for
+            return await work
     except ServerUnavailable:
         raise
     except TimeoutError:
