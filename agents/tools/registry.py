@@ -71,10 +71,14 @@ def all_tools() -> list[Tool]:
     return _tools.values()
 
 
-def tool_labels(language: str | None = None) -> dict[str, str]:
-    """Every registered tool's display label by name, in `language` (default: the active one): what a page maps a
-    progress frame's tool name through (the frame keeps the identifier, each page shows its own language)."""
-    return {name: tool.label(language) for name, tool in _tools.items()}
+def tool_labels(language: str | None = None, *, tenant: Tenant | None = None) -> dict[str, str]:
+    """Every registered tool's display label by name, in `language` (default: the active one), and with `tenant`
+    its own tools' too: what a page maps a progress frame's tool name through (the frame keeps the identifier, each
+    page shows its own language)."""
+    labels = {name: tool.label(language) for name, tool in _tools.items()}
+    if tenant is not None:
+        labels.update((tool.name, tool.label(language)) for tool in tenant_tools(tenant))
+    return labels
 
 
 def tools_available(tenant: Tenant) -> list[Tool]:

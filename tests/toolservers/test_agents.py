@@ -4,6 +4,7 @@ the agent page offers a tenant's enabled MCP tools grouped by server, and never 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -128,3 +129,12 @@ def test_an_agent_may_not_name_another_tenants_mcp_tool(tenant, other_tenant, me
     make_server(other_tenant, enable=("weather",))
     with pytest.raises(ValidationError, match="Unknown tools: mcp__tt__weather"):
         _agent(tenant, member, scripted_llm, [WEATHER])
+
+
+def test_the_chat_page_names_the_tenants_mcp_tools(tenant, member, make_server, scripted_llm, client):
+    make_server(tenant, enable=("weather",))
+    conversation = _agent(tenant, member, scripted_llm, [WEATHER])
+    client.force_login(member)
+    page = client.get(f"/chat/{conversation.pk}/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    labels = json.loads(page.partition('id="chat-labels" type="application/json">')[2].partition("</script>")[0])
+    assert labels["toolNames"][WEATHER] == "Test tools › weather"  # the progress line's label, not the identifier
