@@ -6,6 +6,7 @@ One form for the admin (AgentForm, with the tenant field for platform superusers
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -268,15 +269,19 @@ class AgentForm(forms.ModelForm):
         """The strategy-dependent fields with the strategies they belong to (space-separated, for the script)."""
         return [(self[name], " ".join(strategies)) for name, strategies in FIELD_STRATEGIES.items()]
 
-    def tool_rows(self) -> list[tuple[Any, str, str, str]]:
+    def tool_rows(self) -> list[tuple[Any, str, str, str, str, str]]:
         """The tools field as table rows: (its checkbox, the tool's name, its label and what it does in the active
-        language)."""
-
+        language, the MCP server it comes from or "", its input schema as JSON for an MCP tool or "")."""
+        tenant = self._tenant()
+        known = {tool.name: tool for tool in (tools_available(tenant) if tenant is not None else all_tools())}
         rows = []
         for checkbox in self["tools"]:
-            tool = get_tool(checkbox.data["value"])
             name = checkbox.data["value"]
-            rows.append((checkbox, name, tool.label() if tool else name, tool.description() if tool else ""))
+            tool = known.get(name) or get_tool(name)
+            group = tool.group if tool else ""
+            schema = json.dumps(tool.parameters, ensure_ascii=False, indent=1) if group else ""
+            label, description = (tool.label(), tool.description()) if tool else (name, "")
+            rows.append((checkbox, name, label, description, group, schema))
         return rows
 
     def preset_tokens(self) -> dict[str, int]:

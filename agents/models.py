@@ -12,7 +12,7 @@ from django.db import models
 from django.utils.text import slugify
 from django.utils.translation import gettext_lazy as _
 
-from agents.tools import get_tool, tool_refusal
+from agents.tools import find_tool, tool_refusal
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from memory.overflow import STRATEGY_NONE, OverflowConfig, OverflowConfigError
 from tenants.models import TenantOwned
@@ -167,10 +167,10 @@ class Agent(TenantOwned):
 
         if not isinstance(self.tools, list) or not all(isinstance(name, str) for name in self.tools):
             raise ValidationError({"tools": _("Give the tools as a list of tool names.")})
-        unknown = [name for name in self.tools if get_tool(name) is None]
+        tenant = self.tenant if self.tenant_id else current_tenant()
+        unknown = [name for name in self.tools if find_tool(name, tenant=tenant) is None]
         if unknown:
             raise ValidationError({"tools": _("Unknown tools: %(names)s.") % {"names": ", ".join(unknown)}})
-        tenant = self.tenant if self.tenant_id else current_tenant()
         refusals = [refusal for name in self.tools if (refusal := tool_refusal(name, tenant=tenant))]
         if refusals:
             # A pack's tool exists only where the platform operator enabled the pack (tenants.packs).

@@ -14,6 +14,7 @@ class KeyScope(models.TextChoices):
     READ = "read", _("read: list and read agents, conversations, plans and knowledge bases")
     CHAT = "chat", _("chat: send messages, run workflows (the OpenAI-compatible endpoint needs it)")
     WRITE = "write", _("write: create and change agents, knowledge bases and documents")
+    MCP = "mcp", _("mcp: use the agents as tools of an MCP client at /mcp (Claude Desktop, Cursor…)")
 
 
 def default_scopes() -> list[str]:

@@ -18,16 +18,17 @@ from chat import selectors
 from memory.models import Conversation
 from memory.selectors import access_conversation
 from tenants.decorators import may_administer, tenant_required
+from tenants.models import Tenant
 
 
-def _labels() -> dict[str, object]:
+def _labels(tenant: Tenant) -> dict[str, object]:
     """The page script's words, in the active language (static/js/chat.js fills %(name)s placeholders)."""
     return {
         "tokens": _("Tokens: %(prompt)s prompt + %(completion)s completion"),
         # A progress line names the tool (or the workflow step) by its label, never by its identifier.
         "toolStatus": selectors.tool_status_labels(),
         "stepLine": selectors.workflow_step_line_labels(),
-        "toolNames": tool_labels(),
+        "toolNames": tool_labels(tenant=tenant),  # the tenant's MCP tools too
         "stepTypes": step_type_labels(),
         "step": _("Step %(index)s"),
         "stepStatus": selectors.step_status_labels(),
@@ -108,7 +109,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
                 "lastSeq": selectors.stream_resume_seq(conversation_id=conversation.pk),
                 "maxChars": selectors.conversation_message_limit(conversation=conversation).chars,
             },
-            "chat_labels": _labels(),
+            "chat_labels": _labels(request.tenant),
             "plan": selectors.conversation_plan(conversation=conversation),
         },
     )

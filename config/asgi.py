@@ -12,6 +12,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from api.mcp_server import mount_mcp  # noqa: E402
 from config.body_limit import install as install_body_limit  # noqa: E402
 from config.origin import SameOriginValidator  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
@@ -30,7 +31,8 @@ gc.freeze()
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # /mcp: the agents as an MCP server (api.mcp_server); everything else: Django.
+        "http": mount_mcp(django_asgi_app),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "llm",
     "memory",
     "knowledge",
+    "toolservers",
     "agents",
     "plans",
     "agents.packs.restaurant",

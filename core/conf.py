@@ -42,6 +42,20 @@ SETTINGS: tuple[Setting, ...] = (
         "The networks the http_request tool never reaches; None: every range that is not the public internet "
         "(agents/tools/http.py). Tests unblock loopback to reach a local server.",
     ),
+    # --- MCP (docs/mcp.md): tenants' MCP servers, and the platform served as one ---
+    Setting(
+        "MCP_ALLOW_PRIVATE_URLS",
+        "bool",
+        False,
+        "Whether any tenant's MCP server may be at a private or loopback address; otherwise the platform operator "
+        "allows it per server in the admin.",
+    ),
+    Setting(
+        "MCP_TOOL_MAX_CHARS",
+        "int",
+        20_000,
+        "The longest MCP tool result handed to a model, in characters; a longer one is cut, with a note saying so.",
+    ),
     # --- Plans (docs/plans.md) ---
     Setting("PLAN_MAX_CONCURRENCY", None, 4, "Steps run at once when a plan allows concurrency."),
     Setting(

@@ -34,6 +34,7 @@ from tests.agents.factories import echo_workflow_yaml
 from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
 from tests.memory.memory_data import remember_story
+from toolservers.models import ServerTool, ToolServer
 
 pytestmark = pytest.mark.django_db
 
@@ -86,6 +87,10 @@ def foreign(other_tenant, settings, tmp_path):
         memory_metrics.count(agent_id=agent.pk, extractions=1)
         goal_agent = agent_create(tenant=other_tenant, name=f"{MARK} goal agent", kind="goal")
         goal_run = goal_run_start(agent=goal_agent, user=owner, goal=MARK, queue=False)
+        mcp_server = ToolServer.objects.create(tenant=other_tenant, name=f"{MARK} mcp", slug="foreign",
+                                               url="https://mcp.example.com/mcp")  # fmt: skip
+        ServerTool.objects.create(tenant=other_tenant, server=mcp_server, name=MARK, function_name="mcp__foreign__x",
+                                  description=MARK, refreshed_at=mcp_server.created_at)  # fmt: skip
     return {
         "agent": agent, "conversation": conversation, "workflow": workflow, "run": run,
         "knowledge_base": knowledge_base, "document": document, "plan": plan, "record": record, "key": key,

@@ -59,6 +59,8 @@ class Tool:
     description_en: str = ""
     description_zh: str = ""
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    # Where a tenant's own tool comes from (an MCP server's name): pages group such tools under it.
+    group: str = ""
 
     async def run(self, arguments: dict[str, Any], call: ToolCallContext) -> ToolResult:
         """Do the work with validated `arguments`; raise ToolError with a message the model can act on."""

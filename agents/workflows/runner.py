@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from agents.tools import ToolCallContext, ToolError, get_tool, tool_refusal
+from agents.tools import ToolCallContext, ToolError, find_tool, tool_refusal
 from agents.tools.invoke import invoke_tool, merge_tool_context
 from agents.tools.registry import PythonFunctionTool
 from agents.workflows.interpolation import InterpolationError, as_text, interpolate
@@ -364,10 +364,10 @@ async def _call_tool(step: Step, arguments: dict[str, Any], call: ToolCallContex
     """A plugin or custom step's call, through the same invoke_tool as the tool loop (schema, timeout); its
     returned context joins the run's by the same rule."""
     name = step.plugin or step.function
-    tool = get_tool(name)
+    tool = await database_sync_to_async(find_tool)(name, tenant=call.tenant)  # a tenant's MCP tools included
     if tool is None or (step.type == "custom" and not isinstance(tool, PythonFunctionTool)):
         raise StepFailed(_("“%(name)s” is not a registered tool or function.") % {"name": name})
-    if refusal := tool_refusal(name, tenant=call.tenant):
+    if refusal := await database_sync_to_async(tool_refusal)(name, tenant=call.tenant):
         raise StepFailed(refusal)
     outcome = await invoke_tool(tool, name=name, arguments=arguments, call=replace(call, context=dict(call.context)))
     if not outcome.ok:

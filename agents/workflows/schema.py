@@ -16,8 +16,8 @@ import yaml
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from agents.tools import get_tool, tool_refusal
-from agents.tools.registry import PythonFunctionTool
+from agents.tools import find_tool, get_tool, tool_refusal
+from agents.tools.registry import PythonFunctionTool, tenant_tool_name
 from core.bounded import TooDeep, check_yaml_depth
 
 if TYPE_CHECKING:
@@ -307,6 +307,12 @@ class _StepReader:
         if not self.step.outputs:
             self.issue(_("Name the variable this step produces (outputs: name: …)."), self.outputs_field, outputs_key)
 
+    def _known(self, name: str) -> bool:
+        """A registered tool, or one of the tenant's own (without a tenant: a name of that form, checked at run)."""
+        if self.parse.tenant is None:
+            return get_tool(name) is not None or tenant_tool_name(name)
+        return find_tool(name, tenant=self.parse.tenant) is not None
+
     def tool_name(self, field_name: str, *, functions_only: bool) -> str:
         """A plugin's or custom function's name: required, registered (a Python function for a custom step) and,
         with a tenant, one it may use."""
@@ -314,7 +320,7 @@ class _StepReader:
         check = self.parse.check_names
         if not name:
             self.issue(_("This field is required."), field_name)
-        elif check and not functions_only and get_tool(name) is None:
+        elif check and not functions_only and not self._known(name):
             self.issue(_("Unknown plugin “%(name)s”: no tool of that name is registered.") % {"name": name},
                        field_name)  # fmt: skip
         elif check and functions_only and not isinstance(get_tool(name), PythonFunctionTool):

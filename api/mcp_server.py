@@ -1,0 +1,258 @@
+"""The platform as an MCP server: `/mcp` (streamable HTTP), each published agent a key may use one MCP tool.
+
+A request is authenticated with the tenant's API keys (`Authorization: Bearer ak-…`, the `mcp` scope, the key's
+rate) before the `mcp` package's server sees it; the key's access rides in the ASGI scope, where the handlers read it
+(`ctx.request`), and each handler works in the key's tenant scope. The tool list is read from the database on every
+`tools/list`, so it follows publishing at once. A call runs the turn through engine.turns.submit_user_message, as
+the REST and OpenAI-compatible APIs do: the conversation is the platform's own, continued with its id.
+
+The server runs stateless, answering JSON (no session to keep between requests, no stream left open). Its session
+manager still needs a running task group (`run()`), which a Starlette app would enter in its lifespan; Daphne does
+not send lifespan events, so the manager is started on the first request, in a task of the server's event loop that
+lives as long as that loop (one manager per loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+import weakref
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, Scope
+from django.conf import settings
+from django.db import transaction
+from django.http.request import split_domain_port, validate_host
+from django.utils import translation
+from django.utils.translation import gettext as _
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, TextContent, Tool
+
+from agents.models import Agent
+from agents.runtime import TurnStatus
+from agents.services import conversation_start
+from api.keys import KeyAccess, KeyRefused, caller_conversation
+from api.models import KeyScope
+from api.throttling import admit
+from core.db import database_sync_to_async
+from engine import turns
+from llm import errors
+from memory.models import Conversation
+from memory.services import title_from
+from tenants.scope import tenant_scope
+
+PATH = "/mcp"
+ACCESS_KEY = "agentplat.key_access"
+LANGUAGE_KEY = "agentplat.language"
+# What an MCP tool name may be (the spec's characters and length); an agent whose slug is not one is agent_<id>.
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string", "minLength": 1, "description": "What to ask the agent / 发给智能体的消息"},
+        "conversation_id": {
+            "type": "integer",
+            "description": "Continue this conversation (from an earlier answer) / 继续此前的对话",
+        },
+    },
+    "required": ["message"],
+    "additionalProperties": False,
+}
+
+
+def tool_name(agent: Agent) -> str:
+    return agent.slug if _TOOL_NAME.match(agent.slug) else f"agent_{agent.pk}"
+
+
+def _agent_tools(access: KeyAccess) -> list[Tool]:
+    with tenant_scope(access.tenant):
+        agents = list(access.agents().order_by("name"))
+    return [
+        Tool(
+            name=tool_name(agent),
+            title=agent.name,
+            description=agent.description or _("Ask the agent “%(name)s”.") % {"name": agent.name},
+            input_schema=INPUT_SCHEMA,
+        )
+        for agent in agents
+    ]
+
+
+def _access(ctx: Any) -> KeyAccess:
+    return ctx.request.scope[ACCESS_KEY]
+
+
+def _language(ctx: Any) -> str:
+    """The caller's language (Accept-Language), for the handlers: they run in the session manager's task, outside
+    the request's context, so it is carried in the ASGI scope."""
+    return ctx.request.scope[LANGUAGE_KEY]
+
+
+async def list_agent_tools(ctx: Any, params: Any) -> ListToolsResult:
+    with translation.override(_language(ctx)):
+        return ListToolsResult(tools=await database_sync_to_async(_agent_tools)(_access(ctx)))
+
+
+def failed(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+class CallRefused(Exception):
+    """A call that cannot start; the message is the tool result the client reads."""
+
+
+@dataclass
+class _Call:
+    message: str
+    conversation_id: int | None
+
+
+def _arguments(arguments: Any) -> _Call:
+    arguments = arguments or {}
+    message = arguments.get("message")
+    conversation_id = arguments.get("conversation_id")
+    if not isinstance(message, str) or not message.strip():
+        raise CallRefused(_("Give the message to send to the agent (message)."))
+    if conversation_id is not None and (isinstance(conversation_id, bool) or not isinstance(conversation_id, int)):
+        raise CallRefused(_("conversation_id must be the number an earlier answer gave."))
+    return _Call(message=message, conversation_id=conversation_id)
+
+
+def _conversation(access: KeyAccess, name: str, call: _Call) -> Conversation:
+    """The conversation to continue, or a new one of the agent called `name`, in the key's tenant."""
+    with tenant_scope(access.tenant):
+        agent = next((a for a in access.agents() if tool_name(a) == name), None)
+        if agent is None:
+            raise CallRefused(_("No agent “%(name)s” for this key: list the tools again.") % {"name": name})
+        if call.conversation_id is None:
+            with transaction.atomic():
+                return conversation_start(agent=agent, user=access.user, title=title_from(call.message))
+        try:
+            conversation = caller_conversation(
+                conversation_id=call.conversation_id, user=access.user, membership=access.membership, access=access
+            )
+        except Conversation.DoesNotExist:
+            conversation = None
+        if conversation is None or conversation.agent_id != agent.pk:
+            raise CallRefused(_("No such conversation of this agent."))
+        return conversation
+
+
+async def _turn(access: KeyAccess, conversation: Conversation, message: str) -> CallToolResult:
+    with tenant_scope(access.tenant):
+        submission = await turns.submit_user_message(
+            conversation=conversation, client_id=f"mcp-{uuid.uuid4().hex}", content=message
+        )
+    if submission.outcome == "busy":
+        return failed(_("Another reply of this conversation is being written. Retry when it has ended."))
+    if submission.task is None:
+        return failed(_("The platform is busy. Retry in a few seconds."))
+    result = await submission.task
+    if result is None or result.status == TurnStatus.FAILED:
+        return failed(errors.message_for((result.error_code if result else "") or errors.PROVIDER_ERROR))
+    reply = result.message.content
+    # The reply, then the conversation's id for the next call (also as structured content, for clients that read it).
+    ids = json.dumps({"conversation_id": conversation.pk})
+    return CallToolResult(
+        content=[TextContent(type="text", text=reply), TextContent(type="text", text=ids)],
+        structured_content={"reply": reply, "conversation_id": conversation.pk},
+    )
+
+
+async def call_agent_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+    with translation.override(_language(ctx)):
+        return await _call_agent(_access(ctx), params)
+
+
+async def _call_agent(access: KeyAccess, params: CallToolRequestParams) -> CallToolResult:
+    try:
+        call = _arguments(params.arguments)
+        conversation = await database_sync_to_async(_conversation)(access, params.name, call)
+    except CallRefused as exc:
+        return failed(str(exc))
+    return await _turn(access, conversation, call.message)
+
+
+def _server() -> Server:
+    return Server("agentplat", on_list_tools=list_agent_tools, on_call_tool=call_agent_tool)
+
+
+class _Running:
+    """One session manager running in one event loop (its task group lives in a task of that loop)."""
+
+    def __init__(self) -> None:
+        # Host and origin are checked by mount_mcp against ALLOWED_HOSTS, as Django checks them.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        self.manager = StreamableHTTPSessionManager(app=_server(), json_response=True, stateless=True,
+                                                    security_settings=security)  # fmt: skip
+        self.started = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run(), name="mcp-session-manager")
+
+    async def _run(self) -> None:
+        async with self.manager.run():
+            self.started.set()
+            await asyncio.Event().wait()  # until the loop ends (the task is cancelled with it)
+
+
+_running: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Running] = weakref.WeakKeyDictionary()
+
+
+async def session_manager() -> StreamableHTTPSessionManager:
+    """The running session manager of this event loop (started on first use)."""
+    loop = asyncio.get_running_loop()
+    running = _running.get(loop)
+    if running is None:
+        running = _running[loop] = _Running()
+    await running.started.wait()
+    return running.manager
+
+
+async def _respond(send: ASGISendCallable, status: int, body: dict[str, Any], headers: list | None = None) -> None:
+    payload = json.dumps(body, ensure_ascii=False).encode()
+    base = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": base + (headers or [])})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    return next((value.decode("latin-1") for key, value in scope["headers"] if key == name), None)
+
+
+def _request_language(scope: Scope) -> str:
+    """The supported language the request's Accept-Language asks for (else the platform's default)."""
+    meta = {"HTTP_ACCEPT_LANGUAGE": _header(scope, b"accept-language") or ""}
+    return translation.get_language_from_request(SimpleNamespace(COOKIES={}, META=meta, path_info="/"))
+
+
+async def mcp_endpoint(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+    """/mcp: the key checked (401/403/429 with an error object), then the MCP server in the key's access."""
+    domain, _port = split_domain_port(_header(scope, b"host") or "")
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        await _respond(send, 400, {"error": {"code": "bad_host", "message": "Host not allowed."}})
+        return
+    try:
+        access = await database_sync_to_async(admit)(_header(scope, b"authorization"), KeyScope.MCP)
+    except KeyRefused as exc:
+        headers = [(b"www-authenticate", b'Bearer realm="agentplat"')] if exc.status == 401 else []
+        await _respond(send, exc.status, {"error": {"code": exc.code, "message": exc.message}}, headers)
+        return
+    manager = await session_manager()
+    await manager.handle_request({**scope, ACCESS_KEY: access, LANGUAGE_KEY: _request_language(scope)}, receive, send)
+
+
+def mount_mcp(django_app: Any) -> Any:
+    """The HTTP application: /mcp to the MCP server, everything else to Django."""
+
+    async def http(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/") == PATH:
+            await mcp_endpoint(scope, receive, send)
+        else:
+            await django_app(scope, receive, send)
+
+    return http

@@ -1,0 +1,137 @@
+"""Admin of a tenant's MCP servers: add one (its headers write-only), refresh its tools, enable them one by one."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from core.bounded import BoundedJSONFormField
+from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
+from tenants.admin_site import is_platform_admin
+from toolservers.client import ServerUnavailable
+from toolservers.models import ServerTool, ToolServer
+from toolservers.services import tools_refresh, url_refused
+
+
+class ToolServerForm(forms.ModelForm):
+    """The server form: a bearer token and headers can be replaced or cleared, never read back."""
+
+    bearer_token = forms.CharField(
+        label=_("bearer token"),
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=_("Sent as Authorization: Bearer …; stored encrypted and never shown again. Empty: keep."),
+    )
+    extra_headers = BoundedJSONFormField(
+        label=_("other headers"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "style": "font-family: monospace"}),
+        help_text=_('A JSON object, e.g. {"X-Api-Key": "…"}; stored encrypted and never shown again. Empty: keep.'),
+    )
+    url = forms.URLField(
+        label=ToolServer._meta.get_field("url").verbose_name,
+        assume_scheme="https",
+        max_length=500,
+        help_text=ToolServer._meta.get_field("url").help_text,
+    )
+    clear_headers = forms.BooleanField(label=_("Remove the stored token and headers"), required=False)
+
+    class Meta:
+        model = ToolServer
+        fields = ["tenant", "name", "slug", "url", "timeout_seconds", "private_network_allowed"]
+
+    def clean_extra_headers(self) -> dict[str, str]:
+        value = self.cleaned_data.get("extra_headers") or {}
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise forms.ValidationError(_("Give the headers as a JSON object of strings."))
+        return value
+
+    def clean(self):
+        cleaned = super().clean()
+        candidate = ToolServer(
+            url=cleaned.get("url") or "",
+            private_network_allowed=cleaned.get("private_network_allowed", self.instance.private_network_allowed),
+        )
+        if refused := url_refused(candidate):
+            self.add_error("url", refused)
+        return cleaned
+
+    def headers(self) -> dict[str, str] | None:
+        """The headers to store (None: keep the stored ones)."""
+        if self.cleaned_data.get("clear_headers"):
+            return {}
+        token = self.cleaned_data.get("bearer_token")
+        extra = self.cleaned_data.get("extra_headers") or {}
+        if not token and not extra:
+            return None
+        return {**extra, **({"Authorization": f"Bearer {token}"} if token else {})}
+
+
+class ServerToolInline(TenantOwnedAdminMixin, admin.TabularInline):
+    model = ServerTool
+    fields = ["name", "function_name", "description", "enabled", "refreshed_at"]
+    readonly_fields = ["name", "function_name", "description", "refreshed_at"]
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # tools come from the server (Refresh tools), never typed in
+
+
+@admin.register(ToolServer)
+class ToolServerAdmin(TenantOwnedAdmin):
+    form = ToolServerForm
+    inlines = [ServerToolInline]
+    list_display = ["name", "url", "tool_count", "refreshed_at", "last_error"]
+    search_fields = ["name", "url"]
+    readonly_fields = ["headers_status", "refreshed_at", "last_error"]
+    actions = ["refresh_tools"]
+    fieldsets = [
+        (None, {"fields": ["tenant", "name", "slug", "url", "timeout_seconds", "private_network_allowed"]}),
+        (_("Credentials"), {"fields": ["headers_status", "bearer_token", "extra_headers", "clear_headers"]}),
+        (_("Tools"), {"fields": ["refreshed_at", "last_error"]}),
+    ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        readonly = list(super().get_readonly_fields(request, obj))
+        # A tenant admin must not open the platform's own network to the tenant's requests.
+        return readonly if is_platform_admin(request) else [*readonly, "private_network_allowed"]
+
+    @admin.display(description=_("token and headers"))
+    def headers_status(self, obj: ToolServer | None) -> str:
+        return gettext("set") if obj is not None and obj.has_headers else gettext("not set")
+
+    @admin.display(description=_("tools (enabled)"))
+    def tool_count(self, obj: ToolServer) -> str:
+        tools = list(obj.tools.values_list("enabled", flat=True))
+        return f"{len(tools)} ({sum(tools)})"
+
+    def save_model(self, request: HttpRequest, obj: ToolServer, form, change: bool) -> None:
+        headers = form.headers()
+        if headers is not None:
+            obj.set_headers(headers)
+        super().save_model(request, obj, form, change)
+        if not change:
+            self._refresh(request, obj)
+
+    @admin.action(description=_("Refresh tools (ask the servers what they offer)"))
+    def refresh_tools(self, request: HttpRequest, queryset: QuerySet[ToolServer]) -> None:
+        for server in queryset:
+            self._refresh(request, server)
+
+    def _refresh(self, request: HttpRequest, server: ToolServer) -> None:
+        try:
+            tools = tools_refresh(server)
+        except ServerUnavailable as exc:
+            messages.error(request, str(exc))
+            return
+        messages.success(
+            request,
+            gettext("%(server)s lists %(count)s tools; enable those agents may use.")
+            % {"server": server.name, "count": len(tools)},
+        )
