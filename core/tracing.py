@@ -70,13 +70,18 @@ def _otlp_exporter() -> SpanExporter:
     return OTLPSpanExporter()
 
 
+def otlp_provider() -> TracerProvider:
+    """The provider of TRACES_ENABLED: spans batched and sent over OTLP/HTTP from a thread of their own."""
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
+    provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
+    return provider
+
+
 def _resolve() -> trace.Tracer | None:
     with _state.lock:
         if not _state.resolved:
             if setting("TRACES_ENABLED"):
-                provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
-                provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
-                _install(provider, capture=bool(setting("TRACES_CAPTURE_CONTENT")))
+                _install(otlp_provider(), capture=bool(setting("TRACES_CAPTURE_CONTENT")))
             _state.resolved = True
     return _state.tracer
 
