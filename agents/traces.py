@@ -18,7 +18,7 @@ def turn_name(*, conversation: Any, **_: Any) -> str:
 def turn_identity(*, conversation: Any, user_message: Any, **_: Any) -> dict[str, Any]:
     """The turn's who and where, copied onto every span of the turn."""
     return {
-        "agentplat.tenant.id": conversation.tenant_id,
+        "agentplat.tenant.id": str(conversation.tenant_id),
         "gen_ai.agent.id": str(conversation.agent_id) if conversation.agent_id else None,
         "gen_ai.conversation.id": str(conversation.pk),
         "user.id": str(conversation.user_id) if conversation.user_id else None,

@@ -10,8 +10,8 @@ caller's clock. Prompt and reply text is recorded only with TRACES_CAPTURE_CONTE
   opened inside it, in this task, its child tasks and the database threads (contextvars travel with them).
 - `traced(name, before=..., after=...)`: the same as a decorator, for sync and async functions.
 - `traced_stream(name, before=..., on_item=...)`: for an async generator (a model's streamed reply).
-- `carrier()` / `resumed(carrier)`: the current span as W3C headers, to carry a trace into a Celery task or a
-  thread that does not copy contextvars.
+- `carrier()` / `resumed(carrier)`: the current span as W3C headers, to carry a trace into a thread that does not
+  copy contextvars (core.background does); `connect_celery()` does the same for every Celery task (config.celery).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import aclosing, contextmanager
-from contextvars import ContextVar
 from typing import Any
 
+from celery import signals as celery_signals
+from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.propagate import extract, inject
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -43,8 +43,6 @@ NO_SPAN: Span = trace.INVALID_SPAN
 MAX_TEXT_CHARS = 16_000
 
 Attributes = Mapping[str, Any]
-
-_inherited: ContextVar[Attributes] = ContextVar("core_tracing_inherited", default={})  # noqa: B039 - never mutated
 
 
 class _State:
@@ -150,7 +148,8 @@ def set_attributes(span: Span, attributes: Attributes | None) -> None:
 
 
 def _start_attributes(attributes: Attributes | None) -> dict[str, Any]:
-    merged = {**_inherited.get(), **(attributes or {})}
+    # The turn's identity travels as baggage: with the context in tasks and threads, in carrier() headers too.
+    merged = {**baggage.get_all(), **(attributes or {})}
     return {key: value for key, value in merged.items() if value is not None}
 
 
@@ -180,18 +179,21 @@ def span(name: str, attributes: Attributes | None = None, *, kind: SpanKind = Sp
 
 @contextmanager
 def turn_span(name: str, identity: Attributes, attributes: Attributes | None = None) -> Iterator[Span]:
-    """The span of a turn: `identity` (tenant, agent, conversation, user) is set on it and on every span opened
-    inside it."""
+    """The span of a turn: `identity` (tenant, agent, conversation, user; strings) is set on it and on every span
+    opened inside it, here and wherever its context is carried."""
     if _tracer() is None:
         yield NO_SPAN
         return
-    identity = {key: value for key, value in identity.items() if value is not None}
-    token = _inherited.set({**_inherited.get(), **identity})
+    context = otel_context.get_current()
+    for key, value in identity.items():
+        if value is not None:
+            context = baggage.set_baggage(key, str(value), context)
+    token = otel_context.attach(context)
     try:
         with span(name, attributes) as current:
             yield current
     finally:
-        _inherited.reset(token)
+        otel_context.detach(token)
 
 
 def _name_of(name: str | Callable[..., str], args: tuple, kwargs: dict) -> str:
@@ -245,11 +247,12 @@ def traced_stream(
     name: str | Callable[..., str],
     *,
     before: Callable[..., Attributes | None] | None = None,
-    on_item: Callable[[Span, Any], None] | None = None,
+    on_item: Callable[[Span, Any], bool] | None = None,
 ) -> Callable[[Callable[..., AsyncIterator[Any]]], Callable[..., AsyncIterator[Any]]]:
     """Decorate an async generator with a span from the call to its last item; `on_item(span, item)` sees each
-    item. The span is not made current (a generator's consumer runs between its items, and its own spans belong
-    to the turn, not to the stream); off, the generator is returned untouched."""
+    item and returns True for the last one (the span ends there, even if the consumer never closes the
+    generator). The span is not made current (a generator's consumer runs between its items, and its own spans
+    belong to the turn, not to the stream); off, the generator is returned untouched."""
 
     def decorate(function: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
         @functools.wraps(function)
@@ -269,20 +272,22 @@ def traced_stream(
     return decorate
 
 
-async def _observed(opened: Span, items: AsyncIterator[Any], on_item: Callable[[Span, Any], None] | None):
+async def _observed(opened: Span, items: AsyncIterator[Any], on_item: Callable[[Span, Any], bool] | None):
+    done = False
     try:
         async with aclosing(items) as inner:
             async for item in inner:
-                if on_item is not None:
-                    on_item(opened, item)
+                if on_item is not None and on_item(opened, item) and not done:
+                    done = True
+                    opened.end()
                 yield item
-    except GeneratorExit:
-        raise  # the consumer stopped reading: not a failure
-    except BaseException as exc:
-        failed(opened, exc)
+    except Exception as exc:  # not GeneratorExit or cancellation: the consumer stopped reading, nothing failed
+        if not done:
+            failed(opened, exc)
         raise
     finally:
-        opened.end()
+        if not done:
+            opened.end()
 
 
 def annotate(attributes: Attributes, *, name: str | None = None) -> None:
@@ -319,3 +324,34 @@ def resumed(headers: Mapping[str, str] | None) -> Iterator[None]:
         yield
     finally:
         otel_context.detach(token)
+
+
+def _inject_task_headers(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    if headers is not None and _tracer() is not None:
+        inject(headers)
+
+
+_task_contexts: dict[str, object] = {}
+
+
+def _task_started(task_id: str = "", task: Any = None, **_: Any) -> None:
+    if _tracer() is None or task is None:
+        return
+    request = task.request
+    headers = {key: getattr(request, key, None) for key in ("traceparent", "tracestate")}
+    if headers["traceparent"]:
+        _task_contexts[task_id] = otel_context.attach(extract({k: v for k, v in headers.items() if v}))
+
+
+def _task_finished(task_id: str = "", **_: Any) -> None:
+    token = _task_contexts.pop(task_id, None)
+    if token is not None:
+        otel_context.detach(token)
+
+
+def connect_celery() -> None:
+    """Carry the current trace into every Celery task sent from this process (W3C headers on the message), and
+    continue it where the task runs: a turn's later work (memory extraction) joins the turn's trace."""
+    celery_signals.before_task_publish.connect(_inject_task_headers, weak=False, dispatch_uid="core.tracing.publish")
+    celery_signals.task_prerun.connect(_task_started, weak=False, dispatch_uid="core.tracing.prerun")
+    celery_signals.task_postrun.connect(_task_finished, weak=False, dispatch_uid="core.tracing.postrun")

@@ -45,11 +45,11 @@ def call_attributes(**kwargs: Any) -> dict[str, Any]:
     }
 
 
-def call_event(span: Span, event: Any) -> None:
+def call_event(span: Span, event: Any) -> bool:
     """The call's outcome, from its last event (llm.client.Finished, the one event with a finish reason: this module
-    sits below llm.client, which imports it)."""
+    sits below llm.client, which imports it); True there, the call's span ends."""
     if getattr(event, "finish_reason", None) is None:
-        return
+        return False
     output: dict[str, Any] = {"role": "assistant", "content": event.text}
     if event.tool_calls:
         output["tool_calls"] = [{"name": call.name, "arguments": call.arguments} for call in event.tool_calls]
@@ -68,3 +68,4 @@ def call_event(span: Span, event: Any) -> None:
             "gen_ai.output.messages": tracing.text([output]),
         },
     )
+    return True

@@ -44,7 +44,7 @@ def feedback_exported(sender: Any, *, message: Any, rating: int, comment: str = 
         "agentplat.feedback.comment": tracing.text(comment) if comment else None,
         "agentplat.message.id": message.pk,
         "gen_ai.conversation.id": str(conversation_id) if conversation_id else None,
-        "agentplat.tenant.id": getattr(message, "tenant_id", None),
+        "agentplat.tenant.id": str(message.tenant_id) if getattr(message, "tenant_id", None) else None,
     }
     attributes.update(_conversation_attributes(message))
     with tracing.span("feedback", attributes):

@@ -3,18 +3,22 @@ when the setting allows it, nothing sent when traces are off, feedback as a span
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from celery.signals import before_task_publish, task_postrun, task_prerun
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from config.celery import app as celery_app
 from core import tracing
 from core.db import database_sync_to_async
 from llm.models import LLMCall
 from memory.models import Message
+from memory.services import extract_line
 from memory.signals import feedback_given
 from tenants.scope import tenant_scope
 from tests.core.traces import KNOWLEDGE_TOOL, SECRET_KEY, make_conversation, script_tool_turn, tree, turn
@@ -94,7 +98,7 @@ async def test_a_chat_turn_with_a_tool_call_is_one_tree_with_the_genai_attribute
     named = _by_name(finished)
     root = named["invoke_agent Waiter"]
     identity = {
-        "agentplat.tenant.id": tenant.pk,
+        "agentplat.tenant.id": str(tenant.pk),
         "gen_ai.agent.id": str(conversation.agent_id),
         "gen_ai.conversation.id": str(conversation.pk),
         "user.id": str(member.pk),
@@ -272,7 +276,7 @@ async def test_feedback_given_becomes_a_feedback_span(tenant, member, scripted_l
         "agentplat.feedback.has_comment": True,
         "agentplat.message.id": message.pk,
         "gen_ai.conversation.id": str(conversation.pk),
-        "agentplat.tenant.id": tenant.pk,
+        "agentplat.tenant.id": str(tenant.pk),
         "gen_ai.agent.id": str(conversation.agent_id),
         "user.id": str(member.pk),
     }
@@ -315,3 +319,50 @@ def test_a_failure_marks_the_span_with_the_exception_type_only(spans):
     (span,) = spans.get_finished_spans()
     assert span.status.is_ok is False and span.attributes["error.type"] == "ValueError"
     assert not span.events and SECRET_KEY not in _all_text([span])
+
+
+async def test_memory_extraction_on_its_background_thread_joins_the_turns_trace(
+    tenant, member, scripted_llm, settings, spans
+):
+    event = {"event_id": "n1", "actor": "user", "action_type": "report", "content_summary": "Port A is closed"}
+    scripted_llm.set_rules(
+        {
+            "when": {"system_prompt": {"contains": "event graph"}},
+            "reply": {"text": json.dumps({"new_events": [event]})},
+        },
+        {"when": {}, "reply": {"text": "Noted."}},
+    )
+    conversation, _kb = await make_conversation(tenant, member, scripted_llm, extraction="model")
+    settings.MEMORY_EXTRACT_IN_THREAD = True
+    await turn(tenant, conversation, "Port A is closed by a typhoon.")
+    assert await asyncio.to_thread(extract_line.wait)
+
+    finished = spans.get_finished_spans()
+    (root,) = [span for span in finished if span.name == "invoke_agent Waiter"]
+    extraction = [span for span in finished if span.attributes.get("agentplat.llm.purpose") == "extract"]
+    assert extraction, [span.name for span in finished]
+    for span in extraction:
+        assert span.context.trace_id == root.context.trace_id
+        assert span.parent.span_id == root.context.span_id
+        assert span.attributes["gen_ai.conversation.id"] == str(conversation.pk)  # the turn's identity, carried
+
+
+def test_a_celery_task_continues_the_trace_of_whoever_queued_it(spans):
+    headers: dict = {}
+    with tracing.span("queueing") as parent:
+        before_task_publish.send(sender="memory.extract_turn_memory", headers=headers, body=())
+    assert headers["traceparent"].split("-")[2] == format(parent.get_span_context().span_id, "016x")
+
+    task = celery_app.tasks["memory.extract_turn_memory"]
+    task.push_request(id="t-1", **headers)
+    try:
+        task_prerun.send(sender=task, task_id="t-1", task=task, args=(), kwargs={})
+        with tracing.span("in the task") as child:
+            pass
+        task_postrun.send(sender=task, task_id="t-1", task=task, args=(), kwargs={}, retval=None, state="SUCCESS")
+    finally:
+        task.pop_request()
+    assert child.parent.span_id == parent.get_span_context().span_id
+    with tracing.span("after the task") as after:
+        pass
+    assert after.parent is None  # the task's context was left when it ended

@@ -30,7 +30,7 @@ def script_tool_turn(scripted_llm) -> None:
 
 
 @database_sync_to_async
-def make_conversation(tenant, member, scripted_llm):
+def make_conversation(tenant, member, scripted_llm, extraction="rules"):
     """An agent with long-term memory (rules extraction: no extra model call) and the knowledge-base tool, a menu
     knowledge base, and a conversation of `member`."""
     with tenant_scope(tenant):
@@ -40,7 +40,7 @@ def make_conversation(tenant, member, scripted_llm):
         document_add(knowledge_base=knowledge_base, name="menu.json", content=json.dumps(MENU).encode())
         agent = agent_create(
             tenant=tenant, name="Waiter", system_prompt="You answer about the menu.", model="gpt-4",
-            token_overflow_config={"strategy": "none"}, long_term_memory=True, memory_extraction="rules",
+            token_overflow_config={"strategy": "none"}, long_term_memory=True, memory_extraction=extraction,
         )  # fmt: skip
         agent.tools = [KNOWLEDGE_TOOL]
         agent.save()
