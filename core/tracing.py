@@ -7,7 +7,8 @@ caller's clock. Prompt and reply text is recorded only with TRACES_CAPTURE_CONTE
 
 - `span(name, attributes)`: a context manager, the current span inside it (children nest under it).
 - `turn_span(...)`: the root of a turn; its identity (tenant, agent, conversation, user) is copied onto every span
-  opened inside it, in this task, its child tasks and the database threads (contextvars travel with them).
+  opened inside it, in this task, its child tasks and the database threads (it travels as baggage in the context,
+  which contextvars carry there).
 - `traced(name, before=..., after=...)`: the same as a decorator, for sync and async functions.
 - `traced_stream(name, before=..., on_item=...)`: for an async generator (a model's streamed reply).
 - `carrier()` / `resumed(carrier)`: the current span as W3C headers, to carry a trace into a thread that does not
@@ -53,6 +54,8 @@ class _State:
         self.provider: TracerProvider | None = None
         self.tracer: trace.Tracer | None = None
         self.capture = False
+        # The provider was made here from the settings (reset shuts it down), not handed over by use_provider.
+        self.owned = False
         self.lock = threading.Lock()
 
 
@@ -80,6 +83,7 @@ def _resolve() -> trace.Tracer | None:
         if not _state.resolved:
             if setting("TRACES_ENABLED"):
                 _install(otlp_provider(), capture=bool(setting("TRACES_CAPTURE_CONTENT")))
+                _state.owned = True
             _state.resolved = True
     return _state.tracer
 
@@ -91,6 +95,9 @@ def _tracer() -> trace.Tracer | None:
 
 
 def _install(provider: TracerProvider | None, *, capture: bool) -> None:
+    if _state.owned and _state.provider is not None and _state.provider is not provider:
+        _state.provider.shutdown()  # its batch is sent, its thread ends
+    _state.owned = False
     _state.provider = provider
     _state.tracer = provider.get_tracer(TRACER_NAME) if provider is not None else None
     _state.capture = capture and provider is not None
