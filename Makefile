@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run serve test lint format install browser-deps migrate messages worker pip-check
+.PHONY: run serve test lint format install browser-deps migrate messages worker pip-check phoenix
 
 # The tests' and the benchmarks' requirements in one resolution: a pin of one that disagrees with the other fails here.
 $(INSTALLED): requirements.txt requirements-dev.txt requirements-nodeps.txt bench/requirements.txt
@@ -29,8 +29,18 @@ run: install
 	@echo ""
 	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
+# Arize Phoenix, the real OTLP receiver of the trace test, in a virtualenv of its own (none of its packages
+# touches the project's pins); docs/observability.md.
+PHOENIX_VENV := .venv-phoenix
+$(PHOENIX_VENV)/.installed: requirements-phoenix.txt
+	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet -r requirements-phoenix.txt
+	touch $@
+
+phoenix: $(PHOENIX_VENV)/.installed
+
 # The whole suite. With DATABASE_URL / REDIS_URL set it runs on PostgreSQL and Redis (CI sets both).
-test: install browser-deps
+test: install browser-deps phoenix
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # Browser tests drive Debian's Chromium through Playwright (never `playwright install`); a CJK font lets the

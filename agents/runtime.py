@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from agents import frames
+from agents import frames, traces
 from agents.config import AgentConfig, conversation_config
 from agents.models import AgentKind
+from core import tracing
 from core.db import database_sync_to_async
 from core.registry import Registry
 from llm import errors
@@ -269,6 +270,9 @@ def _turn_setup(conversation: Conversation) -> tuple[AgentConfig, ConversationCo
     return config, ConversationContext.objects.filter(conversation=conversation).first()
 
 
+@tracing.traced(
+    traces.turn_name, identity=traces.turn_identity, before=traces.turn_attributes, after=traces.turn_result
+)
 async def run_turn(
     *,
     conversation: Conversation,
@@ -286,6 +290,7 @@ async def run_turn(
     and re-raises.
     """
     config, stored_context = await database_sync_to_async(_turn_setup)(conversation)
+    tracing.annotate(traces.turn_config(config), name=f"invoke_agent {config.name}")
     tool_context = stored_context.tool_context if stored_context is not None else None
     turn = TurnContext(
         conversation=conversation,

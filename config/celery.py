@@ -6,6 +6,7 @@ from typing import Any
 import django
 from celery import Celery, signals
 
+from core import tracing
 from core.registry import require_slots
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -13,6 +14,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("agent_platform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+tracing.connect_celery()  # a task continues the trace of whoever queued it (docs/observability.md)
 
 
 @signals.worker_init.connect

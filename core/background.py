@@ -13,6 +13,8 @@ from typing import Any
 
 from django.db import close_old_connections
 
+from core import tracing
+
 logger = logging.getLogger(__name__)
 
 
@@ -32,7 +34,8 @@ class BackgroundLine:
         with self.lock:
             if self.executor is None:
                 self.executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix=self.name)
-            future = self.executor.submit(self._run, fn, *args)
+            # The work continues the trace of whoever queued it (a thread does not inherit its context).
+            future = self.executor.submit(self._run, tracing.carrier(), fn, *args)
             self.pending.add(future)
         future.add_done_callback(self._done)
 
@@ -40,10 +43,11 @@ class BackgroundLine:
         with self.lock:
             self.pending.discard(future)
 
-    def _run(self, fn: Callable[..., Any], *args: Any) -> None:
+    def _run(self, trace: dict[str, str], fn: Callable[..., Any], *args: Any) -> None:
 
         try:
-            fn(*args)
+            with tracing.resumed(trace):
+                fn(*args)
         except Exception:
             logger.exception("%s: background work failed", self.name)
         finally:

@@ -277,6 +277,20 @@ SETTINGS: tuple[Setting, ...] = (
         "Iterations one Celery task of a goal run runs before it queues the next (a worker is never held for a "
         "whole run, and Stop is seen).",
     ),
+    # --- Traces (OpenTelemetry, core/tracing.py; docs/observability.md). Where spans go is the standard
+    # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT / _HEADERS, read by the exporter itself ---
+    Setting(
+        "TRACES_ENABLED",
+        "bool",
+        False,
+        "Send a span per turn, model call, tool call, retrieval, memory recall and plan step over OTLP/HTTP.",
+    ),
+    Setting(
+        "TRACES_CAPTURE_CONTENT",
+        "bool",
+        False,
+        "Traces carry prompt and reply text, tool arguments and results, queries and feedback comments.",
+    ),
 )
 
 DEFAULTS: dict[str, Any] = {declared.name: declared.default for declared in SETTINGS}

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 from django.db import connections, router
 
+from core import tracing
 from core.cache import LRUCache
 from knowledge import rerank as second_look
-from knowledge import vectorstore
+from knowledge import traces, vectorstore
 from knowledge.embedders import Embedder, EmbedderError, embedder_for
 from knowledge.keyword import BM25Index, CollectionStats
 from knowledge.models import Chunk, KnowledgeBase
@@ -275,6 +276,7 @@ def _hits(fused: dict[int, float], rankings: Sequence[Ranking], top_k: int) -> l
     return hits
 
 
+@tracing.traced("retrieval", before=traces.retrieval_attributes, after=traces.retrieval_hits)
 def search_many(
     knowledge_bases: Sequence[KnowledgeBase],
     query: str,

@@ -20,8 +20,9 @@ from typing import Any
 
 from django.conf import settings
 
+from core import tracing
 from core.db import database_sync_to_async
-from llm import errors, tokens
+from llm import errors, tokens, traces
 from llm.errors import LLMError
 from llm.messages import ChatMessage, wire
 from llm.models import CallStatus, ModelProvider, Purpose, UsageSource
@@ -376,6 +377,7 @@ class _Call:
         await database_sync_to_async(self.record)(status, exc.code)
 
 
+@tracing.traced_stream(traces.call_name, before=traces.call_attributes, on_item=traces.call_event)
 async def stream_chat(
     *,
     tenant: Tenant,

@@ -8,7 +8,11 @@ class MemoryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from memory import signals, traces
         from tenants.navigation import HomeCard, register_card
+
+        # Feedback on a reply becomes a span of its own when traces are on (docs/observability.md).
+        signals.feedback_given.connect(traces.feedback_exported, dispatch_uid="memory.traces.feedback")
 
         # Every member sees (and may delete) what the agents remember of them, and only that.
         register_card(

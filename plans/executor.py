@@ -24,6 +24,7 @@ from agents.config import agent_config
 from agents.models import Agent
 from agents.runtime import TurnContext, TurnResult, TurnStatus, run_turn
 from agents.services import conversation_start
+from core import tracing
 from core.conf import setting
 from core.db import database_sync_to_async
 from llm import errors
@@ -33,7 +34,7 @@ from llm.messages import ChatMessage
 from llm.selectors import model_for_tier
 from memory.models import Conversation, ConversationContext, Message
 from memory.services import conversation_tool_context_set, message_add
-from plans import services
+from plans import services, traces
 from plans.models import LogKind, Plan, PlanStatus, PlanStep, StepRecord, StepStatus
 from plans.tasks import ask_timeout_schedule, ask_timeout_seconds
 
@@ -212,6 +213,7 @@ async def _plan_frame(turn: TurnContext, plan_id: int) -> None:
     await turn.emit(frames.Plan(index=turn.index, plan=plan))
 
 
+@tracing.traced(traces.step_name, before=traces.step_attributes, after=traces.step_result)
 async def _run_step(plan: Plan, step: PlanStep, turn: TurnContext) -> dict[str, Any]:
     await database_sync_to_async(_log_snapshot)(plan, step, "before")
     child, message = await database_sync_to_async(_prepare)(plan, step)

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext as _
 
+from agents import traces
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
+from core import tracing
 from core.conf import setting
 from llm.messages import ChatMessage
 
@@ -71,6 +73,7 @@ def merge_tool_context(current: dict[str, Any], outcomes: Sequence[ToolOutcome])
     return merged
 
 
+@tracing.traced(traces.tool_name, before=traces.tool_attributes, after=traces.tool_outcome)
 async def invoke_tool(
     tool: Tool | None,
     *,

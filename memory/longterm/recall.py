@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from core import tracing
 from core.conf import setting
 from llm.tokens import count_text
+from memory import traces
 from memory.longterm import events as event_graph
 from memory.longterm import store, strength
 from memory.longterm.strength import Owner
@@ -49,6 +51,7 @@ def _fits(line: str, used: int, budget: int, model: str) -> int | None:
     return cost if used + cost <= budget else None
 
 
+@tracing.traced("memory_recall", before=traces.recall_attributes, after=traces.recall_result)
 def recall_for_turn(
     conversation: Conversation, query: str, *, model: str = "gpt-4", now: dt.datetime | None = None
 ) -> Recalled:
