@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "engine",
     "chat",
     "api",
+    "widget",
 ]
 
 MIDDLEWARE = [

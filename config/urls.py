@@ -30,5 +30,7 @@ urlpatterns = [
     # The OpenAI-compatible endpoint: base URL <site>/v1 for the openai SDK and its kin.
     path("v1/models", openai_compat.models, name="openai-models"),
     path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),
+    # The website widget: /embed.js and the framed pages /embed/<token>/ (docs/embed.md).
+    path("", include("widget.urls")),
     path("", include("tenants.urls")),
 ]
