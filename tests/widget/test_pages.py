@@ -20,8 +20,10 @@ def embed(tenant, scripted_llm):
 
 def test_the_frame_is_refused_to_a_page_of_another_origin(embed, client):
     for referer in ("http://evil.example/page.html", "", "http://shop.example:8080/"):
-        response = client.get(f"/embed/{embed.token}/", HTTP_REFERER=referer) if referer else client.get(
-            f"/embed/{embed.token}/"
+        response = (
+            client.get(f"/embed/{embed.token}/", HTTP_REFERER=referer)
+            if referer
+            else client.get(f"/embed/{embed.token}/")
         )
         assert response.status_code == 403 and response.content == b"", referer
     assert client.get("/embed/not-a-token/", HTTP_REFERER=f"{HOST}/").status_code == 403

@@ -57,7 +57,7 @@ def _send(text):
 async def test_a_reply_streams_and_a_dropped_socket_catches_up(embed, scripted_llm):
     scripted_llm.set_rules({"when": {}, "reply": {"text": "Free shipping over 50.", "chunk_size": 4}})
     path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
-    socket, hello = await _open(path)
+    socket, _hello = await _open(path)
     await socket.send_json_to(_send("Shipping?"))
     frames = await _until_done(socket)
     await wait_turns()
