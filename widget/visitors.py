@@ -158,8 +158,8 @@ def refusal(embed: EmbedToken, conversation: Conversation) -> str:
             created_at__gte=timezone.now() - dt.timedelta(hours=1),
         ).count()
         if sent >= embed.visitor_messages_per_hour:
-            return _("You have sent %(count)s messages in the last hour, the most allowed. Please try again later.") % {
-                "count": sent
+            return _("Message limit reached (%(count)s per hour). Please try again later.") % {
+                "count": embed.visitor_messages_per_hour
             }
     if embed.daily_token_budget and tokens_used_today(embed) >= embed.daily_token_budget:
         return _("This assistant has answered all it can today. Please come back tomorrow.")

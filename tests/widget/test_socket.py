@@ -84,7 +84,7 @@ async def test_the_visitor_rate_is_refused_in_words(embed, scripted_llm):
     await socket.send_json_to(_send("three"))
     refused = await _until_done(socket)
     assert refused[-1]["type"] == "error" and refused[-1]["code"] == "rate_limited"
-    assert "2 messages in the last hour" in refused[-1]["message"]
+    assert "Message limit reached (2 per hour)" in refused[-1]["message"]
     await socket.disconnect()
     # Another visitor of the same embed still may.
     other = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
