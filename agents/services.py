@@ -116,10 +116,10 @@ def conversation_start(
     visitor: str = "",
 ) -> Conversation:
     """Start a conversation on the agent's published version (else its draft), freezing its model and overflow
-        strategy; `parent` marks a plan step's internal conversation. `draft` starts a test conversation on the draft
-        even when a version is published: it has no version, so each turn runs the draft as it is then (the pages let
-        only administrators start one). `source`/`visitor`: where it was started (chat, api, widget) and by which website
-    visitor."""
+    strategy; `parent` marks a plan step's internal conversation. `draft` starts a test conversation on the draft
+    even when a version is published: it has no version, so each turn runs the draft as it is then (the pages let
+    only administrators start one). `source`/`visitor`: where it was started (chat, api, widget) and by which
+    website visitor."""
     version = None if draft else agent.published_version()
     config = agent_config(agent=agent, version=version)
     return conversation_create(

@@ -22,13 +22,13 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from agents.services import conversation_start
+from core.conf import setting
 from memory.models import Conversation, ConversationSource, Message, Role
 from tenants.scope import all_tenants
 from widget.models import EmbedToken, normalize_origin
 
 VISITOR_ID = re.compile(r"^[0-9a-f]{32}$")
 TICKET_SALT = "widget.ticket"
-TICKET_MAX_AGE = 24 * 3600  # a framed page's ticket: a day, then the page is loaded again
 LANGUAGES = ("en", "zh-hans")
 
 
@@ -86,7 +86,7 @@ def ticket_make(embed: EmbedToken, origin: str, lang: str) -> str:
 def ticket_read(embed: EmbedToken, value: str | None) -> Ticket | None:
     """The ticket if it is this embed's, signed, fresh, and its origin still allowed; None otherwise."""
     try:
-        data = signing.loads(value or "", salt=TICKET_SALT, max_age=TICKET_MAX_AGE)
+        data = signing.loads(value or "", salt=TICKET_SALT, max_age=setting("WIDGET_TICKET_SECONDS"))
     except signing.BadSignature:
         return None
     if not isinstance(data, dict) or data.get("e") != embed.pk or data.get("o") not in embed.origins():
