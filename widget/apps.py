@@ -6,3 +6,10 @@ class WidgetConfig(AppConfig):
     name = "widget"
     verbose_name = _("Website widget")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # ready() registrations: the models load after this module.
+        from tenants.services import register_tenant_cleanup
+        from widget.visitors import tenant_visitors_delete
+
+        register_tenant_cleanup(tenant_visitors_delete)

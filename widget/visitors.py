@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 from agents.services import conversation_start
 from core.conf import setting
 from memory.models import Conversation, ConversationSource, Message, Role
-from tenants.scope import all_tenants
+from tenants.scope import all_tenants, tenant_scope
 from widget.models import EmbedToken, normalize_origin
 
 VISITOR_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -169,3 +169,11 @@ def refusal(embed: EmbedToken, conversation: Conversation) -> str:
 def gone_words() -> str:
     """The words of a widget whose embed was revoked (or its agent switched off) while a page was open."""
     return _("This assistant is no longer available here.")
+
+
+def tenant_visitors_delete(tenant: Any) -> None:
+    """A deleted tenant's visitors go with it: their accounts (and so their conversations and memory)."""
+    with tenant_scope(tenant):
+        embed_ids = list(EmbedToken.objects.values_list("pk", flat=True))
+        for embed_id in embed_ids:
+            get_user_model().objects.filter(username__startswith=f"visitor-{embed_id}-", is_active=False).delete()

@@ -4,10 +4,12 @@ visitor reaches only their own conversation, and an embed token opens nothing el
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 
 from memory.models import Conversation
 from tenants.scope import tenant_scope
+from tenants.services import tenant_delete
 from tests.widget.helpers import HOST, make_embed, new_visitor, ticket_for
 
 pytestmark = pytest.mark.django_db
@@ -91,3 +93,12 @@ def test_an_embed_token_opens_nothing_else_of_the_tenant(embed, tenant, client):
 def test_embed_js_is_a_static_script(client):
     response = client.get("/embed.js")
     assert response.status_code == 302 and response["Location"].endswith("widget/embed.js")
+
+
+def test_a_deleted_tenants_visitors_go_with_it(embed, client):
+    ticket = ticket_for(client, embed)
+    client.get(f"/embed/{embed.token}/chat/", {"ticket": ticket, "visitor": new_visitor()})
+    User = get_user_model()
+    assert User.objects.filter(username__startswith=f"visitor-{embed.pk}-").count() == 1
+    tenant_delete(tenant=embed.tenant)
+    assert not User.objects.filter(username__startswith="visitor-").exists()
