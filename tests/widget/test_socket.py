@@ -169,3 +169,17 @@ async def test_a_second_visitor_cannot_read_the_first_visitors_conversation(embe
 def _widget_messages(tenant):
     with tenant_scope(tenant):
         return Message.objects.filter(conversation__source="widget").count()
+
+
+async def test_a_socket_from_the_host_page_or_with_another_embeds_ticket_is_refused(embed, other_tenant, scripted_llm):
+    path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    # Opened by the host page itself (its origin), not by the platform's frame: refused by the origin check.
+    foreign = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://shop.example"),
+                                                                (b"host", b"testserver")])  # fmt: skip
+    connected, _code = await foreign.connect()
+    assert not connected
+    # This embed's ticket on another tenant's embed socket.
+    other = await database_sync_to_async(make_embed)(other_tenant, scripted_llm.base_url)
+    crossed = communicator(path.replace(f"/ws/embed/{embed.token}/", f"/ws/embed/{other.token}/"))
+    connected, code = await crossed.connect()
+    assert not connected and code == 4403
