@@ -10,6 +10,7 @@ from agents.forms import AgentForm
 from agents.goal.models import GoalRun, GoalStep
 from agents.models import Agent, AgentVersion, ToolHttpAllowedHost, Workflow, WorkflowRun
 from agents.services import agent_publish
+from memory.feedback import feedback_counts, feedback_totals
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
 
 
@@ -17,9 +18,15 @@ class AgentVersionInline(TenantOwnedAdminMixin, admin.TabularInline):
     model = AgentVersion
     extra = 0
     can_delete = False
-    fields = ["number", "published_at", "published_by", "snapshot"]
+    fields = ["number", "published_at", "published_by", "feedback", "snapshot"]
     readonly_fields = fields
     ordering = ["-number"]
+
+    @admin.display(description=_("feedback (👍 / 👎)"))
+    def feedback(self, obj: AgentVersion) -> str:
+        counts = {row["version"]: row for row in feedback_counts(agent_id=obj.agent_id)}
+        row = counts.get(obj.number, {"up": 0, "down": 0})
+        return f"{row['up']} / {row['down']}"
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
@@ -31,14 +38,14 @@ class AgentVersionInline(TenantOwnedAdminMixin, admin.TabularInline):
 @admin.register(Agent)
 class AgentAdmin(TenantOwnedAdmin):
     form = AgentForm
-    list_display = ["name", "kind", "model", "active", "updated_at"]
+    list_display = ["name", "kind", "model", "active", "feedback", "updated_at"]
     list_filter = ["kind", "active"]
     search_fields = ["name", "description"]
     inlines = [AgentVersionInline]
     actions = ["publish"]
-    readonly_fields = ["slug"]
+    readonly_fields = ["slug", "feedback"]
     fieldsets = [
-        (None, {"fields": ["tenant", "name", "slug", "description", "kind", "active"]}),
+        (None, {"fields": ["tenant", "name", "slug", "description", "kind", "active", "feedback"]}),
         (_("Model"), {"fields": ["system_prompt", "provider", "model", "temperature"]}),
         (_("Tools and knowledge"), {"fields": ["tools", "knowledge_bases"]}),
         (_("Long-term memory"), {"fields": ["long_term_memory", "memory_extraction"]}),
@@ -55,6 +62,14 @@ class AgentAdmin(TenantOwnedAdmin):
             },
         ),
     ]
+
+    @admin.display(description=_("feedback (👍 / 👎)"))
+    def feedback(self, obj: Agent) -> str:
+        """Thumbs up and down of the agent's replies, all versions (per version: the versions below)."""
+        if obj.pk is None:
+            return "-"
+        totals = feedback_totals(agent_id=obj.pk)
+        return f"{totals['up']} / {totals['down']}"
 
     @admin.action(description=_("Publish the selected agents as a new version"))
     def publish(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:

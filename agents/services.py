@@ -106,12 +106,20 @@ def agent_ensure(*, tenant: Tenant, spec: dict[str, Any]) -> tuple[Agent, bool]:
 
 
 def conversation_start(
-    *, agent: Agent, user: AbstractBaseUser, title: str = "", parent: Conversation | None = None, draft: bool = False
+    *,
+    agent: Agent,
+    user: AbstractBaseUser,
+    title: str = "",
+    parent: Conversation | None = None,
+    draft: bool = False,
+    source: str = "chat",
+    visitor: str = "",
 ) -> Conversation:
     """Start a conversation on the agent's published version (else its draft), freezing its model and overflow
     strategy; `parent` marks a plan step's internal conversation. `draft` starts a test conversation on the draft
     even when a version is published: it has no version, so each turn runs the draft as it is then (the pages let
-    only administrators start one)."""
+    only administrators start one). `source`/`visitor`: where it was started (chat, api, widget) and by which
+    website visitor."""
     version = None if draft else agent.published_version()
     config = agent_config(agent=agent, version=version)
     return conversation_create(
@@ -124,4 +132,6 @@ def conversation_start(
         title=title,
         parent=parent,
         is_test=draft,
+        source=source,
+        visitor=visitor,
     )

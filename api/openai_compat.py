@@ -163,7 +163,9 @@ def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
         if ask.conversation_id is None:
             try:
                 with transaction.atomic():  # the history is stored whole or not at all
-                    conversation = conversation_start(agent=agent, user=access.user, title=title_from(ask.content))
+                    conversation = conversation_start(
+                        agent=agent, user=access.user, title=title_from(ask.content), source="api"
+                    )
                     messages_import(conversation=conversation, messages=ask.history)
             except BaseException:
                 if slot is not None:

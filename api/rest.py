@@ -35,6 +35,7 @@ from api.keys import caller_conversation
 from api.models import KeyScope
 from engine import turns
 from llm import errors
+from memory.feedback import MAX_COMMENT_CHARS, feedback_record
 from memory.models import Conversation, Message
 
 MAX_CONTENT_CHARS = 20_000
@@ -367,11 +368,24 @@ class StopSerializer(serializers.Serializer):
     stopped = serializers.BooleanField()
 
 
+class FeedbackSerializer(serializers.Serializer):
+    rating = serializers.ChoiceField(choices=[1, -1], help_text="1: thumbs up, -1: thumbs down.")
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=MAX_COMMENT_CHARS)
+
+
+class FeedbackResultSerializer(serializers.Serializer):
+    message_id = serializers.IntegerField()
+    rating = serializers.IntegerField()
+    comment = serializers.CharField()
+
+
 class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     """Conversations the caller may open: their own (a tenant's owners and admins: all), not plan steps'."""
 
     serializer_class = ConversationSerializer
-    write_scopes = {"create": KeyScope.CHAT, "messages": KeyScope.CHAT, "stop": KeyScope.CHAT}
+    write_scopes = {
+        "create": KeyScope.CHAT, "messages": KeyScope.CHAT, "stop": KeyScope.CHAT, "feedback": KeyScope.CHAT,
+    }  # fmt: skip
     agent_limited_actions = frozenset(write_scopes)  # with the key's agents only (caller_conversation, _agents_for)
 
     def get_queryset(self) -> QuerySet[Conversation]:
@@ -410,7 +424,8 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
         agent = _agents_for(request).filter(pk=data.validated_data["agent"]).first()
         if agent is None:
             raise exceptions.ValidationError({"agent": [_("No such agent for this caller.")]})
-        conversation = conversation_start(agent=agent, user=request.user, title=data.validated_data.get("title", ""))
+        title = data.validated_data.get("title", "")
+        conversation = conversation_start(agent=agent, user=request.user, title=title, source="api")
         return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(methods=["GET"], responses={200: page_of(MessageSerializer)})
@@ -426,6 +441,26 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
         data.is_valid(raise_exception=True)
         client_id = data.validated_data.get("client_id") or f"api-{uuid.uuid4().hex}"
         return self._send(conversation, client_id, data.validated_data["content"])
+
+    @extend_schema(request=FeedbackSerializer, responses={200: FeedbackResultSerializer})
+    @action(detail=True, methods=["post"], url_path=r"messages/(?P<message_id>\d+)/feedback")
+    def feedback(self, request: Request, pk: str | None = None, message_id: str | None = None) -> Response:
+        """Rate a reply of the conversation (thumbs up 1, down -1) with an optional comment; the caller's earlier
+        rating of it is replaced. A message of another conversation is a 404."""
+        conversation = self.get_object()
+        message = Message.objects.filter(pk=int(message_id or 0), conversation=conversation).first()
+        if message is None:
+            raise exceptions.NotFound(_("No such message."))
+        data = FeedbackSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            feedback = feedback_record(
+                message=message, user=request.user, rating=int(data.validated_data["rating"]),
+                comment=data.validated_data.get("comment", ""), source="api",
+            )  # fmt: skip
+        except DjangoValidationError as error:
+            raise _validation(error) from None
+        return Response({"message_id": message.pk, "rating": feedback.rating, "comment": feedback.comment})
 
     @extend_schema(request=None, responses={200: StopSerializer})
     @action(detail=True, methods=["post"])

@@ -97,12 +97,15 @@ class ChatConsumer(TenantScopedJsonConsumer):
         if not self.scope["user"].is_authenticated:
             await self.close(code=4401)
             return
-        conversation = self.conversation  # read with the membership (connect_reads): one database hop per connect
-        if conversation is None:
+        if self.conversation is None:  # read with the membership (connect_reads): one database hop per connect
             await self.close(code=4403)
             return
+        await self.open_stream(self.conversation, _language(self.scope))
+
+    async def open_stream(self, conversation: Conversation, language: str) -> None:
+        """Accept the socket on `conversation`: say hello, then forward its frames (the widget's socket too)."""
         self.conversation = conversation
-        self.language = _language(self.scope)
+        self.language = language
         self.log = get_frame_log()
         # Frames arriving before this socket says where it resumes from are held (they are in the log too).
         self.synced = False
@@ -111,8 +114,7 @@ class ChatConsumer(TenantScopedJsonConsumer):
         self.inbox: deque[tuple[int, str]] = deque()
         self.lock = asyncio.Lock()
         self.hub = hub_for(self.log)
-        # Removed from the tenant, or given another role: this socket closes; a reconnect checks access again.
-        self._unwatch = self.hub.on_access_change(self.scope["user"].pk, self.tenant.pk, self._access_changed)
+        self._unwatch = self.watch_access()
         await self.hub.listen(conversation.pk, self)
         self.connect_seq, running = await self.log.state(conversation.pk)
         await self.accept()
@@ -130,6 +132,11 @@ class ChatConsumer(TenantScopedJsonConsumer):
         if self.pump is not None:
             self.pump.cancel()
         # The turn is not ours to end: it runs on and is stored; other sockets (or a reconnect) get its frames.
+
+    def watch_access(self) -> Any:
+        """Removed from the tenant, or given another role: this socket closes; a reconnect checks access again.
+        Returns the function that stops watching."""
+        return self.hub.on_access_change(self.scope["user"].pk, self.tenant.pk, self._access_changed)
 
     def _access_changed(self) -> None:
         asyncio.get_running_loop().create_task(self.close(code=ACCESS_CHANGED_CLOSE))

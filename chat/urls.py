@@ -8,4 +8,5 @@ urlpatterns = [
     path("", views.conversation_list, name="list"),
     path("new/", views.conversation_start, name="start"),
     path("<int:conversation_id>/", views.conversation_detail, name="conversation"),
+    path("messages/<int:message_id>/feedback/", views.message_feedback, name="feedback"),
 ]

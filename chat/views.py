@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -15,13 +19,14 @@ from agents.services import conversation_start as start_conversation
 from agents.tools import tool_labels
 from agents.workflows.schema import step_type_labels
 from chat import selectors
-from memory.models import Conversation
+from memory.feedback import feedback_record, parse_rating
+from memory.models import Conversation, ConversationSource, Message
 from memory.selectors import access_conversation
 from tenants.decorators import may_administer, tenant_required
 from tenants.models import Tenant
 
 
-def _labels(tenant: Tenant) -> dict[str, object]:
+def page_labels(tenant: Tenant) -> dict[str, object]:
     """The page script's words, in the active language (static/js/chat.js fills %(name)s placeholders)."""
     return {
         "tokens": _("Tokens: %(prompt)s prompt + %(completion)s completion"),
@@ -43,6 +48,12 @@ def _labels(tenant: Tenant) -> dict[str, object]:
         "windowed": _("Older messages were dropped by the sliding window (%(saved)s tokens saved)."),
         "memories": _("Memories used (%(count)s)"),
         "memoryKinds": {"event": _("event"), "memory": _("memory"), "turn": _("earlier turn")},
+        "thumbsUp": _("Good reply"),
+        "thumbsDown": _("Bad reply"),
+        "comment": _("Comment (optional)"),
+        "sendComment": _("Send"),
+        "thanks": _("Thanks for your feedback."),
+        "feedbackFailed": _("Your feedback was not saved. Try again."),
     }
 
 
@@ -108,8 +119,44 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
                 "wsPath": f"/ws/chat/{conversation.pk}/",
                 "lastSeq": selectors.stream_resume_seq(conversation_id=conversation.pk),
                 "maxChars": selectors.conversation_message_limit(conversation=conversation).chars,
+                # Feedback on replies: only on one's own conversation (static/js/chat.js posts to it).
+                "feedbackUrl": reverse("chat:feedback", args=[0]) if own else "",
+                "csrfToken": get_token(request) if own else "",
             },
-            "chat_labels": _labels(request.tenant),
+            "chat_labels": page_labels(request.tenant),
             "plan": selectors.conversation_plan(conversation=conversation),
         },
     )
+
+
+def feedback_body(request: HttpRequest) -> dict[str, object]:
+    """A feedback POST's fields: a JSON object, else the form."""
+    if request.content_type == "application/json":
+        try:
+            data = json.loads(request.body or b"{}")
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+    return request.POST.dict()
+
+
+@tenant_required
+@require_POST
+def message_feedback(request: HttpRequest, message_id: int) -> JsonResponse:
+    """Rate a reply of one's own conversation: {"rating": "up"|"down"|1|-1, "comment": "..."}; rating again
+    replaces the earlier rating. Another tenant's or another member's message is a 404."""
+    message = Message.objects.filter(pk=message_id, conversation__user_id=request.user.pk).first()
+    if message is None or message.conversation.parent_id is not None:
+        raise Http404("No such message.")
+    data = feedback_body(request)
+    rating = parse_rating(data.get("rating"))
+    if rating is None:
+        return JsonResponse({"error": _("Rate with 1 (thumbs up) or -1 (thumbs down).")}, status=400)
+    try:
+        feedback = feedback_record(
+            message=message, user=request.user, rating=rating, comment=str(data.get("comment") or ""),
+            source=ConversationSource.CHAT,
+        )  # fmt: skip
+    except ValidationError as error:
+        return JsonResponse({"error": " ".join(error.messages)}, status=400)
+    return JsonResponse({"message_id": message.pk, "rating": feedback.rating, "comment": feedback.comment})

@@ -6,6 +6,7 @@ from typing import Any
 from django.urls import path, re_path
 
 import chat.routing
+import widget.routing
 from config.consumers import PingConsumer
 from config.origin import deny
 
@@ -18,5 +19,6 @@ async def unknown_path(scope: dict[str, Any], receive: Any, send: Any) -> None:
 websocket_urlpatterns = [
     path("ws/ping/", PingConsumer.as_asgi()),
     *chat.routing.websocket_urlpatterns,
+    *widget.routing.websocket_urlpatterns,
     re_path(r"", unknown_path),  # last
 ]

@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "engine",
     "chat",
     "api",
+    "widget",
 ]
 
 MIDDLEWARE = [

@@ -31,6 +31,8 @@ urlpatterns = [
     path("v1/models", openai_compat.models, name="openai-models"),
     path("v1/models/<str:model_id>", openai_compat.model, name="openai-model"),
     path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),
+    # The website widget: /embed.js and the framed pages /embed/<token>/ (docs/embed.md).
+    path("", include("widget.urls")),
     # Every other /v1 path answers OpenAI's error object (404), never an HTML page.
     path("v1", openai_compat.unknown, name="openai-unknown-root"),
     path("v1/<path:rest>", openai_compat.unknown, name="openai-unknown"),

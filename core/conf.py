@@ -171,6 +171,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Streamed replies one tenant's keys may have open at once, counted across processes (0: no limit).",
     ),
     Setting("API_TENANT_MAX_KEYS", "int", 50, "Active (not revoked, not expired) API keys a tenant may have."),
+    # --- Website widget (docs/embed.md) ---
+    Setting(
+        "WIDGET_TICKET_SECONDS",
+        "int",
+        86400,
+        "How long a widget frame's signed ticket opens the visitor's chat and socket; then the frame loads again "
+        "(and its host page's origin is checked again).",
+    ),
     # --- Knowledge bases (docs/knowledge.md) ---
     Setting("KNOWLEDGE_MAX_UPLOAD_BYTES", "int", 20 * 1024 * 1024, "The largest file a knowledge base accepts."),
     Setting("KNOWLEDGE_EMBED_THREADS", "int", 0, "The local embedder's threads (0: the CPUs this process may use)."),

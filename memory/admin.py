@@ -13,6 +13,7 @@ from memory.models import (
     Entity,
     Event,
     EventRelation,
+    Feedback,
     MemoryItem,
     MemoryMetric,
     Message,
@@ -68,12 +69,12 @@ class ConversationContextInline(ReadOnlyMixin, TenantOwnedAdminMixin, admin.Stac
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyMixin, TenantOwnedAdmin):
-    list_display = ["__str__", "agent", "version", "is_test", "user", "model", "updated_at"]
+    list_display = ["__str__", "agent", "version", "source", "is_test", "user", "model", "updated_at"]
     list_select_related = ["agent", "version", "user"]
-    list_filter = ["is_test"]
+    list_filter = ["source", "is_test"]
     search_fields = ["title"]
-    fields = ["agent", "version", "is_test", "user", "provider", "model", "title", "memory_key", "created_at",
-              "updated_at"]  # fmt: skip
+    fields = ["agent", "version", "source", "visitor", "is_test", "user", "provider", "model", "title", "memory_key",
+              "created_at", "updated_at"]  # fmt: skip
     readonly_fields = fields
     inlines = [ConversationContextInline, MessageInline]
 
@@ -276,3 +277,12 @@ class MemoryMetricAdmin(NoDeleteMixin, TenantOwnedAdmin):
     fields = list_display
     readonly_fields = list_display
     date_hierarchy = "day"
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(ReadOnlyMixin, TenantOwnedAdmin):
+    list_display = ["message", "rating", "comment", "source", "user", "updated_at"]
+    list_filter = ["rating", "source"]
+    list_select_related = ["message", "user"]
+    fields = ["message", "rating", "comment", "source", "user", "created_at", "updated_at"]
+    readonly_fields = fields

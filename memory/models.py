@@ -16,6 +16,14 @@ from memory.overflow import STRATEGY_CHOICES, STRATEGY_NONE, StoredMessage
 from tenants.models import TenantOwned
 
 
+class ConversationSource(models.TextChoices):
+    """Where a conversation was started: the chat page, the API, or a website's embedded widget."""
+
+    CHAT = "chat", _("chat page")
+    API = "api", _("API")
+    WIDGET = "widget", _("website widget")
+
+
 class Conversation(TenantOwned):
     """One user's conversation with one agent, pinned to the agent version (and strategy) it started with."""
 
@@ -66,6 +74,12 @@ class Conversation(TenantOwned):
             "Started by an administrator from the agent's page to try its unpublished draft; members never see it."
         ),
     )
+    source = models.CharField(
+        _("source"), max_length=10, choices=ConversationSource.choices, default=ConversationSource.CHAT
+    )
+    # A website visitor's conversation (source widget): the embed it came through and the visitor's id (kept in the
+    # visitor's browser). Its user is the visitor's own inactive account (widget.visitors), so memory is per visitor.
+    visitor = models.CharField(_("visitor"), max_length=64, blank=True, db_index=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 
@@ -150,6 +164,29 @@ class Message(TenantOwned):
             tool_call_id=self.tool_call_id or None,
             token_count=self.token_count,
         )
+
+
+class Feedback(TenantOwned):
+    """A person's rating of one assistant reply (thumbs up +1, down -1) and an optional comment: one per message and
+    rater; rating again replaces it."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="feedback", verbose_name=_("message"))
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("rated by")
+    )
+    rating = models.SmallIntegerField(_("rating"), choices=[(1, _("thumbs up")), (-1, _("thumbs down"))])
+    comment = models.TextField(_("comment"), blank=True, max_length=2000)
+    source = models.CharField(_("source"), max_length=10, choices=ConversationSource.choices)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("feedback")
+        verbose_name_plural = _("feedback")
+        constraints = [models.UniqueConstraint(fields=["message", "user"], name="memory_feedback_one_per_rater")]
+
+    def __str__(self) -> str:
+        return f"{'+1' if self.rating > 0 else '-1'} {self.message_id}"
 
 
 class ConversationContext(TenantOwned):

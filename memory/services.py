@@ -87,10 +87,13 @@ def conversation_create(
     title: str = "",
     parent: Conversation | None = None,
     is_test: bool = False,
+    source: str = "chat",
+    visitor: str = "",
 ) -> Conversation:
     """Store a conversation with what it keeps for its lifetime: the agent version it started on, its model (whose
-    tokenizer counts it) and its overflow strategy (seed 4, 7.2). Agents resolve these (agents.services). `is_test`
-    marks an administrator's test of the agent's draft (no version)."""
+        tokenizer counts it) and its overflow strategy (seed 4, 7.2). Agents resolve these (agents.services). `is_test`
+        marks an administrator's test of the agent's draft (no version); `source` and `visitor` say where it was started
+    (memory.models.ConversationSource) and, for a website widget, by which visitor."""
     conversation = Conversation.objects.create(
         tenant_id=agent.tenant_id,
         agent=agent,
@@ -101,6 +104,8 @@ def conversation_create(
         title=title,
         parent=parent,
         is_test=is_test,
+        source=source,
+        visitor=visitor,
     )
     ConversationContext.objects.create(
         tenant_id=agent.tenant_id,

@@ -35,6 +35,7 @@ from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
 from tests.memory.memory_data import remember_story
 from toolservers.models import ServerTool, ToolServer
+from widget.models import EmbedToken
 
 pytestmark = pytest.mark.django_db
 
@@ -69,6 +70,10 @@ def foreign(other_tenant, settings, tmp_path):
         planner = agent_create(tenant=other_tenant, name=f"{MARK} planner", kind="planner")
         conversation = conversation_start(agent=agent, user=owner, title=MARK)
         question = message_add(conversation=conversation, role="user", content=f"{MARK} secret question")
+        answer = message_add(conversation=conversation, role="assistant", content=f"{MARK} secret answer")
+        embed = EmbedToken.objects.create(
+            tenant=other_tenant, agent=agent, name=f"{MARK} embed", allowed_origins="http://testserver"
+        )
         workflow = workflow_save(tenant=other_tenant, yaml_text=WORKFLOW)
         run = workflow_run_record(
             workflow=workflow, status="completed", inputs={"q": MARK}, outputs={"a": MARK}, log=[]
@@ -96,7 +101,7 @@ def foreign(other_tenant, settings, tmp_path):
         "knowledge_base": knowledge_base, "document": document, "plan": plan, "record": record, "key": key,
         "membership": Membership.objects.get(user=owner, tenant=other_tenant), "tenant": other_tenant, "user": owner,
         "memory": memory,
-        "goal_run": goal_run,
+        "goal_run": goal_run, "answer": answer, "embed": embed,
     }  # fmt: skip
 
 
@@ -121,7 +126,8 @@ def foreign_value(name: str, route: str, world: dict[str, Any]) -> str:
         "document_id": world["document"].pk, "key_id": world["key"].pk, "record_id": world["record"].recordId,
         "plan_id": world["plan"].planId, "planId": world["plan"].planId, "format": "json",
         "event_id": world["memory"].delayed.pk, "item_id": world["memory"].memory.pk,
-        "goal_run_id": world["goal_run"].pk, "model_id": world["agent"].slug,
+        "goal_run_id": world["goal_run"].pk, "model_id": world["agent"].slug, "message_id": world["answer"].pk,
+        "token": world["embed"].token,
     }  # fmt: skip
     if name in simple:
         return str(simple[name])

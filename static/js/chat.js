@@ -448,6 +448,63 @@
     return box;
   }
 
+  // Feedback on a reply (thumbs up or down, an optional comment), when the page allows it (config.feedbackUrl).
+  function postFeedback(item, body, bar) {
+    var url = config.feedbackUrl.replace("/0/", "/" + item.dataset.messageId + "/");
+    var fields = config.feedbackFields || {};
+    Object.keys(fields).forEach(function (key) { body[key] = fields[key]; });
+    var headers = { "Content-Type": "application/json" };
+    if (config.csrfToken) headers["X-CSRFToken"] = config.csrfToken;
+    return window.fetch(url, { method: "POST", headers: headers, body: JSON.stringify(body), credentials: "same-origin" })
+      .then(function (response) {
+        bar.querySelector(".chat-feedback-note").textContent = response.ok ? labels.thanks : labels.feedbackFailed;
+        return response.ok;
+      })
+      .catch(function () { bar.querySelector(".chat-feedback-note").textContent = labels.feedbackFailed; });
+  }
+
+  function feedbackButton(bar, item, rating, symbol, title) {
+    var button = el("button", "chat-feedback-" + (rating > 0 ? "up" : "down"), symbol);
+    button.type = "button";
+    button.title = title;
+    button.setAttribute("aria-label", title);
+    button.addEventListener("click", function () {
+      Array.prototype.forEach.call(bar.querySelectorAll("button[data-rating]"), function (other) {
+        other.setAttribute("aria-pressed", String(other === button));
+      });
+      bar.dataset.rating = String(rating);
+      bar.querySelector("form").hidden = false;
+      postFeedback(item, { rating: rating }, bar);
+    });
+    button.dataset.rating = String(rating);
+    return button;
+  }
+
+  function feedbackBar(item) {
+    if (!config.feedbackUrl || !item.dataset.messageId || item.querySelector(".chat-feedback")) return;
+    var bar = el("div", "chat-feedback");
+    bar.appendChild(feedbackButton(bar, item, 1, "👍", labels.thumbsUp));
+    bar.appendChild(feedbackButton(bar, item, -1, "👎", labels.thumbsDown));
+    var commentForm = el("form", "chat-feedback-form");
+    commentForm.hidden = true;
+    var comment = el("input", "chat-feedback-comment");
+    comment.type = "text";
+    comment.maxLength = 2000;
+    comment.placeholder = labels.comment;
+    comment.setAttribute("aria-label", labels.comment);
+    var sendComment = el("button", "button-secondary", labels.sendComment);
+    sendComment.type = "submit";
+    commentForm.appendChild(comment);
+    commentForm.appendChild(sendComment);
+    commentForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      postFeedback(item, { rating: Number(bar.dataset.rating), comment: comment.value }, bar);
+    });
+    bar.appendChild(commentForm);
+    bar.appendChild(el("span", "chat-feedback-note"));
+    item.appendChild(bar);
+  }
+
   function finishReply(frame) {
     var target = targetFor(frame);
     if (typeof frame.html === "string") {
@@ -470,6 +527,7 @@
     }
     target.item.classList.remove("chat-streaming");
     if ((Number(frame.index) || 0) === 0) {
+      feedbackBar(target.item);
       reply = null;
       setRunning(false);
     }
@@ -683,5 +741,6 @@
     });
   }
 
+  Array.prototype.forEach.call(log.querySelectorAll(".chat-assistant[data-message-id]"), feedbackBar);
   connect();
 })();

@@ -127,7 +127,8 @@ def test_l5_a_key_limited_to_one_agent_writes_nothing_else(tenant, tenant_admin,
         )  # fmt: skip
         exported = agent_export(agent=published.pv)
     _key, secret = make_key(tenant_admin, scopes=ALL, agents=[published.pv])
-    values = {"{id}": str(published.solar.pk), "{planId}": str(plan.planId), "{document_id}": str(document.pk)}
+    values = {"{id}": str(published.solar.pk), "{planId}": str(plan.planId), "{document_id}": str(document.pk),
+              "{message_id}": "1"}  # fmt: skip
     bodies = {
         ("/api/v1/agents/", "post"): {"name": "Made by a narrow key"},
         ("/api/v1/agents/import/", "post"): {"yaml": exported},

@@ -1,0 +1,110 @@
+"""The website widget in Chromium (docs/embed.md): a plain host page on another origin (a second port) pastes the
+snippet; the bubble opens the agent's chat in a frame, a reply streams, a refused origin gets nothing, a second
+visitor (another browser context) does not see the first one's conversation, and the rate limit answers in words."""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from memory.models import Feedback
+from tenants.scope import tenant_scope
+from tests.widget.helpers import make_embed
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+IMAGES = Path(__file__).resolve().parents[2] / "docs" / "img"
+HOST_PAGE = """<!DOCTYPE html>
+<html lang="{lang}"><head><meta charset="utf-8"><title>Sunny Panels shop</title></head>
+<body><h1>Sunny Panels</h1><p>Solar panels for homes and small businesses. Ask our assistant anything.</p>
+<script src="{platform}/embed.js" data-token="{token}" async></script>
+</body></html>
+"""
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        """No request lines in the test output."""
+
+
+@pytest.fixture
+def host_site(tmp_path):
+    """A plain website on another port of this machine: http://127.0.0.1:<port>/ (allowed) and
+    http://localhost:<port>/ (the same server under another origin, not allowed)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield tmp_path, server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def _open_widget(page, url: str):
+    page.goto(url)
+    page.click("button.agentplat-bubble")
+    return page.frame_locator("iframe.agentplat-frame")
+
+
+def _say(frame, text: str) -> None:
+    frame.locator("#chat-input").fill(text)
+    frame.locator("#chat-input").press("Enter")
+
+
+def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, host_site, page_for):
+    folder, port = host_site
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Our panels carry a 25-year warranty.", "chunk_size": 3,
+                                                  "delay_ms": 20}})  # fmt: skip
+    embed = make_embed(tenant, scripted_llm.base_url, visitor_messages_per_hour=2)
+    embed.allowed_origins = f"http://127.0.0.1:{port}"
+    with tenant_scope(tenant):
+        embed.save()
+    for name, lang in (("en.html", "en"), ("zh.html", "zh-CN")):
+        html = HOST_PAGE.format(lang=lang, platform=asgi_live_server.url, token=embed.token)
+        (folder / name).write_text(html, encoding="utf-8")
+
+    # A visitor on the allowed site: the bubble opens the chat and the reply streams in.
+    page = page_for("en-US")
+    frame = _open_widget(page, f"http://127.0.0.1:{port}/en.html")
+    _say(frame, "Warranty?")
+    frame.locator(".chat-assistant .chat-usage").wait_for(timeout=20_000)
+    assert "25-year warranty" in frame.locator(".chat-assistant .chat-body").last.inner_text()
+    assert frame.locator(".chat-assistant .chat-feedback button[data-rating]").count() == 2
+    frame.locator(".chat-feedback-up").click()  # the visitor rates the reply
+    frame.locator(".chat-feedback-note", has_text="Thanks").wait_for()
+    if os.environ.get("SCREENSHOTS") == "1":
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(IMAGES / "widget.png"))
+
+    # The rate limit (2 an hour) answers in words.
+    _say(frame, "And the inverter?")
+    frame.locator(".chat-assistant .chat-usage >> nth=1").wait_for(timeout=20_000)
+    _say(frame, "One more?")
+    error = frame.locator(".chat-error").last
+    error.wait_for(timeout=10_000)
+    assert "Message limit reached (2 per hour)" in error.inner_text()
+    if os.environ.get("SCREENSHOTS") == "1":
+        page.screenshot(path=str(IMAGES / "widget-limit.png"))
+    with tenant_scope(tenant):
+        assert list(Feedback.objects.values_list("rating", "source")) == [(1, "widget")]
+
+    # A second visitor (another browser, in Chinese) gets their own, empty conversation.
+    other = page_for("zh-CN")
+    other_frame = _open_widget(other, f"http://127.0.0.1:{port}/zh.html")
+    other_frame.locator("#chat-input").wait_for()
+    assert other_frame.locator(".chat-msg").count() == 0
+    assert "Warranty?" not in other_frame.locator("body").inner_text()
+    assert other_frame.locator("#chat-send").inner_text() == "发送"
+
+    # The same snippet on a site that is not allowed: the bubble shows, the frame gets nothing.
+    refused = page_for("en-US")
+    responses = []
+    refused.on("response", lambda response: responses.append((response.url, response.status)))
+    refused_frame = _open_widget(refused, f"http://localhost:{port}/en.html")
+    refused.wait_for_timeout(1000)
+    assert any("/embed/" in url and status == 403 for url, status in responses), responses
+    assert refused_frame.locator("#chat-input").count() == 0

@@ -1,0 +1,185 @@
+"""The widget's socket end to end (real ASGI stack, scripted model server): a reply streams as on the chat page,
+catch-up after a drop, the visitor's rate and the embed's budget refused in words, visitors kept apart."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from config.asgi import application
+from core.db import database_sync_to_async
+from memory.models import Message
+from tenants.scope import tenant_scope
+from tests.turns import wait_turns
+from tests.websockets import session_cookie
+from tests.widget.helpers import communicator, make_embed, new_visitor, socket_path
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_streams(settings):
+    settings.LLM_RETRY_BASE_DELAY = 0.01
+    settings.CHAT_STREAM_PREFIX = f"test-widget-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def embed(tenant, scripted_llm):
+    return make_embed(tenant, scripted_llm.base_url, visitor_messages_per_hour=2)
+
+
+async def _open(path):
+    socket = communicator(path)
+    connected, code = await socket.connect()
+    assert connected, code
+    hello = await socket.receive_json_from(timeout=5)
+    assert hello["type"] == "hello"
+    return socket, hello
+
+
+async def _until_done(socket, timeout=10):
+    frames = []
+    while True:
+        frame = await socket.receive_json_from(timeout=timeout)
+        frames.append(frame)
+        if frame["type"] == "error" or (frame["type"] == "done" and frame.get("seq") is not None):
+            return frames
+
+
+def _send(text):
+    return {"type": "user_message", "client_id": uuid.uuid4().hex, "content": text}
+
+
+async def test_a_reply_streams_and_a_dropped_socket_catches_up(embed, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Free shipping over 50.", "chunk_size": 4}})
+    path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    socket, _hello = await _open(path)
+    await socket.send_json_to(_send("Shipping?"))
+    frames = await _until_done(socket)
+    await wait_turns()
+    assert frames[0]["type"] == "user_message"
+    assert "".join(f["content"] for f in frames if f["type"] == "delta") == "Free shipping over 50."
+    assert frames[-1]["html"] == "<p>Free shipping over 50.</p>"
+    await socket.disconnect()
+
+    again, _hello = await _open(path)  # the page reconnects and asks for what it missed
+    await again.send_json_to({"type": "catch_up", "after_seq": frames[0]["seq"]})
+    replayed = await _until_done(again)
+    assert replayed[-1]["type"] == "done" and replayed[-1]["message_id"] == frames[-1]["message_id"]
+    await again.disconnect()
+
+
+async def test_the_visitor_rate_is_refused_in_words(embed, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
+    path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    socket, _hello = await _open(path)
+    for text in ("one", "two"):
+        await socket.send_json_to(_send(text))
+        assert (await _until_done(socket))[-1]["type"] == "done"
+        await wait_turns()
+    await socket.send_json_to(_send("three"))
+    refused = await _until_done(socket)
+    assert refused[-1]["type"] == "error" and refused[-1]["code"] == "rate_limited"
+    assert "Message limit reached (2 per hour)" in refused[-1]["message"]
+    await socket.disconnect()
+    # Another visitor of the same embed still may.
+    other = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    socket, _hello = await _open(other)
+    await socket.send_json_to(_send("hello"))
+    assert (await _until_done(socket))[-1]["type"] == "done"
+    await wait_turns()
+    await socket.disconnect()
+
+
+def _spend(embed, tokens):
+    embed.daily_token_budget = tokens
+    with tenant_scope(embed.tenant):
+        embed.save()
+
+
+async def test_the_daily_budget_is_counted_from_replies_and_refused_in_chinese(embed, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
+    client = Client()
+    path = await database_sync_to_async(socket_path)(client, embed, new_visitor())
+    socket, _hello = await _open(path)
+    await socket.send_json_to(_send("one"))
+    done = (await _until_done(socket))[-1]
+    await wait_turns()
+    used = done["usage"]["prompt_tokens"] + done["usage"]["completion_tokens"]
+    assert used > 0
+    await socket.disconnect()
+    await database_sync_to_async(_spend)(embed, used)  # today's replies used all of it
+    ticket_path = await database_sync_to_async(_zh_path)(embed)
+    socket, _hello = await _open(ticket_path)
+    await socket.send_json_to(_send("two"))
+    refused = (await _until_done(socket))[-1]
+    assert refused["code"] == "rate_limited" and "明天" in refused["message"]  # "come back tomorrow"
+    await socket.disconnect()
+
+
+def _zh_path(embed):
+    client = Client()
+    response = client.get(f"/embed/{embed.token}/?lang=zh", HTTP_REFERER="http://shop.example/")
+    ticket = re.search(r'"ticket": "([^"]+)"', response.content.decode()).group(1)
+    return f"/ws/embed/{embed.token}/?ticket={ticket}&visitor={new_visitor()}"
+
+
+async def test_sockets_with_a_bad_ticket_or_on_the_chat_route_are_refused(embed, tenant):
+    path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    bad = communicator(path.replace("ticket=", "ticket=x"))
+    connected, _code = await bad.connect()
+    assert not connected
+    socket, hello = await _open(path)
+    await socket.disconnect()
+    # The visitor's conversation on the chat socket: no session, refused.
+    chat = communicator(f"/ws/chat/{hello['conversation_id']}/?ticket=a&visitor=b")
+    connected, _code = await chat.connect()
+    assert not connected
+
+
+async def test_a_second_visitor_cannot_read_the_first_visitors_conversation(embed, tenant, member, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Your order 1234 ships today."}})
+    first = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    socket, hello = await _open(first)
+    await socket.send_json_to(_send("Where is my order?"))
+    await _until_done(socket)
+    await wait_turns()
+    await socket.disconnect()
+    second = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    socket, other_hello = await _open(second)
+    assert other_hello["conversation_id"] != hello["conversation_id"]
+    await socket.send_json_to({"type": "catch_up", "after_seq": 0})
+    assert await socket.receive_nothing(timeout=0.5)  # nothing of the first visitor's conversation
+    await socket.disconnect()
+    # A member of the tenant does not open a visitor's conversation on the chat socket either.
+    cookie = await database_sync_to_async(session_cookie)(member, tenant)
+    chat = WebsocketCommunicator(
+        application, f"/ws/chat/{hello['conversation_id']}/",
+        headers=[(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)],
+    )  # fmt: skip
+    connected, code = await chat.connect()
+    assert not connected and code == 4403
+    assert await database_sync_to_async(_widget_messages)(tenant) == 2  # the first visitor's question and reply
+
+
+def _widget_messages(tenant):
+    with tenant_scope(tenant):
+        return Message.objects.filter(conversation__source="widget").count()
+
+
+async def test_a_socket_from_the_host_page_or_with_another_embeds_ticket_is_refused(embed, other_tenant, scripted_llm):
+    path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    # Opened by the host page itself (its origin), not by the platform's frame: refused by the origin check.
+    foreign = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://shop.example"),
+                                                                (b"host", b"testserver")])  # fmt: skip
+    connected, _code = await foreign.connect()
+    assert not connected
+    # This embed's ticket on another tenant's embed socket.
+    other = await database_sync_to_async(make_embed)(other_tenant, scripted_llm.base_url)
+    crossed = communicator(path.replace(f"/ws/embed/{embed.token}/", f"/ws/embed/{other.token}/"))
+    connected, code = await crossed.connect()
+    assert not connected and code == 4403
