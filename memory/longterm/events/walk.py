@@ -28,17 +28,20 @@ RELATION_ORDER = (RelationKind.CAUSES, RelationKind.RESOLVES, RelationKind.REFER
 # - a query that names a time ("last May", "in 2022", 去年) adds TIME_SHARE to the events that speak of that time
 #   (their DATE entities) or were said in it, and the best POOL of those join the candidates;
 # - the seeds are the best `top_k` of the POOL most relevant events and of the events that follow them;
-# - an event reached along relations gains HOP_SHARE of the score of the event it was reached from, per hop (times
-#   the relation's KIND_SHARE: a shared entity name says less than a cause); every candidate (seed, reached, next
-#   in the pool) is then ranked by its own score plus that gain, so a reached event displaces a weaker direct hit
-#   when its relation and its own score justify it;
+# - an event reached along relations gains HOP_SHARE of the relevance of the event it was reached from, per hop
+#   (times REFERS_SHARE for a shared entity name, NEIGHBOUR_SHARE for a neighbouring turn; a seed linked to another
+#   seed gains SEED_SHARE of that); every candidate (seed, reached, next in the pool) is then ranked by its own
+#   score plus that gain, so a reached event displaces a weaker direct hit when its relation and its own score
+#   justify it;
 # - from one hop to the next the walk carries on at most `limit` * BEAM events (the reads stay bounded).
 POOL = 30  # issue 14 (both conversations)
 ANSWER_SHARE = 1.0  # issue 14; re-checked on each half (issue 30): see docs/memory.md
 FOLLOW_SHARE = 0.4  # issue 14
 TIME_SHARE = 1.0  # a time named by the question; set by hand, not tuned (the dev questions rarely name one)
-HOP_SHARE = 0.5  # issue 14; re-checked on each half (issue 30)
-KIND_SHARE = {RelationKind.REFERS_TO: 0.5}  # issue 14
+HOP_SHARE = 0.3  # split: chosen on conv-30, beats 0.5 on conv-26 (conv-26's own choice, 0.1, beats 0.5 on conv-30)
+SEED_SHARE = 1.0  # what a seed gains from a seed it is linked to, times HOP_SHARE
+REFERS_SHARE = 0.5  # issue 14: a shared entity name
+NEIGHBOUR_SHARE = 1.0  # a `follows` neighbour
 BEAM = 2
 # Events the walk may add beyond the `top_k` (what the reply's budget decides to show comes from all of them).
 WALK_ROOM = 4
@@ -162,6 +165,10 @@ def timed_events(owner: Owner, query: str, now: dt.datetime | None = None) -> fr
     return frozenset(found.values_list("id", flat=True).distinct())
 
 
+def _kind_share(kind: str) -> float:
+    return REFERS_SHARE if kind == RelationKind.REFERS_TO else NEIGHBOUR_SHARE if kind == RelationKind.FOLLOWS else 1.0
+
+
 def _walk(graph: _Graph, scores: _Scores, seeds: list[int], depth: int, limit: int) -> tuple[dict, dict]:
     """Breadth-first from the seeds up to `depth` hops: each event's gain (the best share it is carried from a
     neighbour) and, for the events that are not seeds, (hop, best relation priority)."""
@@ -176,12 +183,12 @@ def _walk(graph: _Graph, scores: _Scores, seeds: list[int], depth: int, limit: i
         here = set(frontier)
         new: list[int] = []
         for link in graph.around(frontier):
-            share = HOP_SHARE * KIND_SHARE.get(link.kind, 1.0)
+            share = HOP_SHARE * _kind_share(link.kind)
             for near, other in ((link.source, link.target), (link.target, link.source)):
                 seed = other in carried and other not in reached
                 if near not in here or (other in reached and reached[other][0] < hop) or (seed and hop > 1):
                     continue
-                gain[other] = max(gain.get(other, 0.0), carried[near] * share)
+                gain[other] = max(gain.get(other, 0.0), carried[near] * share * (SEED_SHARE if seed else 1.0))
                 if seed:  # a seed linked to another seed gains from it; the walk does not go on from it again
                     continue
                 rank = priority.get(link.kind, 9)
