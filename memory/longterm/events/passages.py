@@ -75,12 +75,19 @@ def timeline(walked, *, budget_tokens: int, model: str = "gpt-4") -> tuple[list[
     taken: list[Event] = []
     seen: list[str] = []
     lines: list[str] = []
+    costs: dict[str, int] = {}  # a passage's tokens, counted once (most passages stay as they were from one try on)
+
+    def cost(line: str) -> int:
+        if line not in costs:
+            costs[line] = count_text(line, model) + LINE_COST
+        return costs[line]
+
     for event in walked.events:
         summary = store.normalise(event.content_summary)
         if _repeats(summary, seen):
             continue
         trial = [_render(run, outgoing) for run in _passages([*taken, event], neighbours)]
-        if sum(count_text(line, model) + LINE_COST for line in trial) > budget_tokens:
+        if sum(cost(line) for line in trial) > budget_tokens:
             continue
         taken.append(event)
         seen.append(summary)
