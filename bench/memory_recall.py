@@ -84,6 +84,7 @@ LOCOMO = DATA_DIR / "memory" / "locomo_dev.json"
 POSTGRES_URL = "postgres://agentplat@127.0.0.1:5432/memory_recall_bench"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 METHODS = ("memory", "bm25", "vector", "hybrid")
+COLUMNS = (*METHODS, "shown", "walk0")  # the table's columns: the methods, what the reply sees, the walk off
 TOP = 10
 GOAL_RECALL = 0.75
 GOAL_ALL = 0.30
@@ -183,6 +184,7 @@ def prepare_database(kind: str) -> str:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="memory-bench-media-"))
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
+    os.environ.setdefault("DJANGO_TIME_ZONE", "UTC")  # LoCoMo's session times carry no zone: read them as they are
     return url
 
 
@@ -296,21 +298,36 @@ class TurnIndex:
         return [self.dia[i] for i, _ in ranked]
 
 
-def memory_turns(owner, sample: Sample, query: str) -> tuple[list[str], list[str]]:
-    """The turns the event graph recalls for `query` (the walk's order, first TOP) and those the timeline shows."""
+def memory_turns(owner, sample: Sample, query: str, depth: int | None = None) -> tuple[list[str], list[str]]:
+    """The turns the event graph recalls for `query` (the walk's order, first TOP) and those the reply sees (the
+    events the timeline shows, in the walk's order, first TOP); `depth` 0 is the walk off."""
     from core.conf import setting
     from memory.longterm import events as event_graph
 
-    walked = event_graph.events_walk(
-        owner, query, top_k=int(setting("MEMORY_EVENTS_TOP_K")), depth=int(setting("MEMORY_EXPAND_DEPTH"))
-    )
+    depth = int(setting("MEMORY_EXPAND_DEPTH")) if depth is None else depth
+    asked = sample.sessions[-1].when + dt.timedelta(days=1)  # the questions come after the last session
+    walked = event_graph.events_walk(owner, query, top_k=int(setting("MEMORY_EVENTS_TOP_K")), depth=depth, now=asked)
     _, shown = event_graph.timeline(walked, budget_tokens=int(setting("MEMORY_RECALL_TOKENS")) // 2)
+    visible = {event.pk for event in shown}
 
     def turns_of(events) -> list[str]:
         dia = (sample.message_dia.get(pk) for event in events for pk in event.source_message_ids)
         return [d for d in dict.fromkeys(dia) if d is not None][:TOP]
 
-    return turns_of(walked.events), turns_of(shown)
+    return turns_of(walked.events), turns_of([event for event in walked.events if event.pk in visible])
+
+
+def walk_only(sample: Sample, question: Question) -> bool:
+    """A question only a walk can answer: two or more evidence turns, one of which shares no keyword term with the
+    question (its own words cannot find it; it hangs on the other evidence)."""
+    from memory.longterm import store
+
+    if len(question.evidence) < 2:
+        return False
+    asked = set(store.fold_terms(store.stored_terms(store.keyword_query(question.text))).split())
+    content = {turn.dia_id: turn.content.split(":", 1)[-1] for turn in sample.turns}
+    terms = [set(store.fold_terms(store.stored_terms(content.get(dia, ""))).split()) for dia in question.evidence]
+    return any(not (words & asked) for words in terms) and any(words & asked for words in terms)
 
 
 @dataclass
@@ -324,47 +341,133 @@ class Scores:
         self.complete[method].append(float(found == len(evidence)))
 
 
-def evaluate(samples: list[Sample], owners: dict[str, object]) -> tuple[dict, dict, dict]:
-    """Per category (and "all") and per sample: Scores of every method; and the mean time per query."""
+def evaluate(samples: list[Sample], owners: dict[str, object], methods=METHODS) -> tuple[dict, dict, dict]:
+    """Per category ("all", "walk-only") and per sample (and per sample and category): Scores of every method and
+    column; and the mean time per query."""
     from knowledge.retrieval import clear_query_vectors
 
     by_category: dict = defaultdict(Scores)
     by_sample: dict = defaultdict(Scores)
     times: dict[str, list[float]] = defaultdict(list)
     for sample in samples:
-        index = TurnIndex(sample)
+        index = TurnIndex(sample) if len(methods) > 1 else None
         for question in sample.questions:
             clear_query_vectors()
             ranked = {}
             started = time.perf_counter()
             ranked["memory"], ranked["shown"] = memory_turns(owners[sample.sample_id], sample, question.text)
             times["memory"].append(time.perf_counter() - started)
-            for method in METHODS[1:]:
+            if index is not None:
+                ranked["walk0"] = memory_turns(owners[sample.sample_id], sample, question.text, depth=0)[0]
+            for method in methods[1:]:
                 started = time.perf_counter()
                 ranked[method] = index.rank(method, question.text)
                 times[method].append(time.perf_counter() - started)
-            keys = ((by_category, question.category), (by_category, "all"), (by_sample, sample.sample_id))
+            keys = [(by_category, question.category), (by_category, "all"), (by_sample, sample.sample_id)]
+            keys += [(by_sample, (sample.sample_id, question.category)), (by_sample, (sample.sample_id, "all"))]
+            if walk_only(sample, question):
+                keys += [(by_category, "walk-only"), (by_sample, (sample.sample_id, "walk-only"))]
             for method, turns in ranked.items():
                 for table, key in keys:
                     table[key].add(method, turns, question.evidence)
     return by_category, by_sample, {method: statistics.mean(values) * 1000 for method, values in times.items()}
 
 
+def _mean(values: list[float]) -> float:
+    return statistics.mean(values) if values else float("nan")
+
+
 def print_table(title: str, rows: dict, keys: list, label) -> None:
     print(f"\n{title}: evidence recall@{TOP}")
-    print(f"  {'':26s}" + "".join(f"{method:>9s}" for method in (*METHODS, "shown")) + "   memory/hybrid")
+    print(f"  {'':26s}" + "".join(f"{method:>9s}" for method in COLUMNS) + "   memory/hybrid")
     for key in keys:
         scores = rows.get(key)
         if scores is None:
             continue
         n = len(scores.recall["memory"])
-        values = [statistics.mean(scores.recall[method]) for method in (*METHODS, "shown")]
+        values = [_mean(scores.recall[method]) for method in COLUMNS]
         ratio = values[0] / values[3] if values[3] else float("nan")
         print(f"  {label(key) + f' ({n})':26s}" + "".join(f"{value:9.3f}" for value in values) + f"   {ratio:9.3f}")
-        if key == 1:
-            values = [statistics.mean(scores.complete[method]) for method in (*METHODS, "shown")]
+        if key in (1, "walk-only"):
+            values = [_mean(scores.complete[method]) for method in COLUMNS]
             ratio = values[0] / values[3] if values[3] else float("nan")
             print(f"  {'  all evidence@10':26s}" + "".join(f"{value:9.3f}" for value in values) + f"   {ratio:9.3f}")
+
+
+HALF_COLUMNS = ("memory", "walk0", "shown", "hybrid")
+
+
+def print_halves(by_sample: dict, samples: list[Sample]) -> None:
+    """The dev halves side by side: per conversation, recall@10 (all, temporal, walk-only) and all-evidence@10
+    (multi-hop, walk-only) of the event graph with the walk on and off, what the reply sees, the per-turn hybrid."""
+    print(f"\ndev halves: evidence recall@{TOP} (walk0: the walk off, depth 0; shown: what the reply sees)")
+    print(f"  {'':34s}" + "".join(f"{column:>9s}" for column in HALF_COLUMNS) + "   walk gain  shown-hybrid")
+    figures = (
+        ("recall@10", "all", "recall"), ("multi-hop all@10", 1, "complete"), ("temporal recall@10", 2, "recall"),
+        ("walk-only recall@10", "walk-only", "recall"), ("walk-only all@10", "walk-only", "complete"),
+    )  # fmt: skip
+    for sample in samples:
+        for name, category, kind in figures:
+            scores = by_sample.get((sample.sample_id, category))
+            if scores is None:
+                continue
+            table = getattr(scores, kind)
+            values = dict(zip(HALF_COLUMNS, (_mean(table[column]) for column in HALF_COLUMNS), strict=True))
+            label = f"{sample.sample_id} {name} ({len(table['memory'])})"
+            print(
+                f"  {label:34s}" + "".join(f"{values[column]:9.3f}" for column in HALF_COLUMNS)
+                + f"   {values['memory'] - values['walk0']:+9.3f}  {values['shown'] - values['hybrid']:+12.3f}"
+            )  # fmt: skip
+
+
+# --- tuning on a split ---------------------------------------------------------------------------------------------
+
+
+def _target(name: str):
+    """(object, attribute) a --tune name sets: MEMORY_* a Django setting, "walk.X" / "store.X" a module constant."""
+    from django.conf import settings
+
+    from memory.longterm import store
+    from memory.longterm.events import walk
+
+    if "." not in name:
+        return settings, name
+    module, attribute = name.split(".", 1)
+    return {"walk": walk, "store": store}[module], attribute
+
+
+def tune(spec: str, samples: list[Sample], owners: dict) -> None:
+    """--tune NAME=v1,v2,...: each value's recall@10 and multi-hop all@10 per conversation; the value chosen on one
+    half (best sum of the two, the current value on a tie) is kept only if it also beats the current value on the
+    other half."""
+    from core.conf import setting
+
+    name, values = spec.split("=", 1)
+    target, attribute = _target(name)
+    current = getattr(target, attribute) if hasattr(target, attribute) else setting(attribute)
+    kind = type(current)
+    figures: dict = {}
+    ids = [sample.sample_id for sample in samples]
+    for value in [current, *(kind(v) for v in values.split(",") if kind(v) != current)]:
+        setattr(target, attribute, value)
+        _, by_sample, _ = evaluate(samples, owners, methods=("memory",))
+        figures[value] = {
+            sid: (_mean(by_sample[(sid, "all")].recall["memory"]), _mean(by_sample[(sid, 1)].complete["memory"]))
+            for sid in ids
+        }
+        row = "  ".join(f"{sid} recall@10 {r:.3f} multi-hop all@10 {a:.3f}" for sid, (r, a) in figures[value].items())
+        print(f"  {name}={value!s:8s} {row}", flush=True)
+    setattr(target, attribute, current)
+    objective = {value: {sid: sum(pair) for sid, pair in row.items()} for value, row in figures.items()}
+    for chosen_on, check_on in ((ids[0], ids[1]), (ids[1], ids[0])):
+        best = max(objective, key=lambda value: (objective[value][chosen_on], value == current))
+        gain = objective[best][check_on] - objective[current][check_on]
+        verdict = "kept" if best != current and gain > 0 else "not kept" if best != current else "current is best"
+        print(
+            f"  {name}: chosen on {chosen_on}: {best}; on {check_on} recall@10 + multi-hop all@10 "
+            f"{objective[best][check_on]:.3f} vs {objective[current][check_on]:.3f} with {current} ({gain:+.3f}): "
+            f"{verdict}"
+        )
 
 
 # --- cost on the reply path ----------------------------------------------------------------------------------------
@@ -529,6 +632,10 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10000, help="events of the latency test (0: skip it)")
     parser.add_argument("--rounds", type=int, default=1, help="timed passes over the questions")
     parser.add_argument("--per-sample", action="store_true", help="also a table per LoCoMo conversation")
+    parser.add_argument(
+        "--tune", action="append", default=[], metavar="NAME=V1,V2",
+        help="try values of a constant on each dev half (MEMORY_EVENTS_TOP_K=5,10; walk.HOP_SHARE=0.25,0.5)",
+    )  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL bench database")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "agentplat-memory-bench" / "vectors.sqlite3"))
     args = parser.parse_args()
@@ -574,8 +681,11 @@ def main() -> None:
                 "per category", by_category, [*CATEGORIES, "all"],
                 lambda key: f"{key} {CATEGORIES[key]}" if key in CATEGORIES else "overall 1-4",
             )  # fmt: skip
+            print_table("walk-only questions (two or more evidence turns, one sharing no word with the question)",
+                        by_category, ["walk-only"], lambda key: str(key))  # fmt: skip
             if args.per_sample:
                 print_table("per conversation", by_sample, [s.sample_id for s in samples], str)
+            print_halves(by_sample, samples)
             overall, multi = by_category["all"], by_category[1]
             for method in ("memory", "hybrid"):
                 value, complete = statistics.mean(overall.recall[method]), statistics.mean(multi.complete[method])
@@ -584,6 +694,9 @@ def main() -> None:
                     f"all@10 {complete:.3f} (goal >= {GOAL_ALL}: {complete / GOAL_ALL:.2f}x)"
                 )
             print("  mean ms per query: " + ", ".join(f"{method} {ms:.1f}" for method, ms in times.items()))
+            for spec in args.tune:
+                print(f"\ntuning on a split: {spec}", flush=True)
+                tune(spec, samples, owners)
             if args.events:
                 print(f"\ncost on the reply path ({connection.vendor}):")
                 conversation = build_scale(tenant, list(owners.values()), args.events)

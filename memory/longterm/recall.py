@@ -65,7 +65,7 @@ def recall_for_turn(
     used_items: list[dict[str, Any]] = []
     # Events: half the budget (what they leave goes to the rest).
     walked = event_graph.events_walk(
-        owner, query, top_k=int(setting("MEMORY_EVENTS_TOP_K")), depth=int(setting("MEMORY_EXPAND_DEPTH"))
+        owner, query, top_k=int(setting("MEMORY_EVENTS_TOP_K")), depth=int(setting("MEMORY_EXPAND_DEPTH")), now=now
     )
     event_lines, shown = event_graph.timeline(walked, budget_tokens=budget // 2, model=model)
     spent = sum(count_text(line, model) + 2 for line in event_lines)

@@ -10,7 +10,8 @@ setting:
   same entity. Rules cannot see causes, contradictions or resolutions: those need the model.
 Storing (`storing`) dedupes by the normalised summary (the same fact twice is one event), marks events an
 extraction says are superseded (with when and by what; never deleted), and merges entities by normalised name and
-type. Retrieval (`walk`) follows relations from the events a query finds.
+type, and keeps the times an event speaks of (`when`) as DATE entities. Retrieval (`walk`) follows relations from
+the events a query finds and ranks what it reaches with them; `passages` places them in the reply's context.
 
 The names callers use are importable from here.
 """
@@ -25,9 +26,10 @@ from memory.longterm.events.extract import (
     known_events_text,
     parse_extraction,
 )
+from memory.longterm.events.passages import timeline
 from memory.longterm.events.rules import rule_entities, rule_event
 from memory.longterm.events.storing import StoreOutcome, events_store, new_event_id, search_text
-from memory.longterm.events.walk import Walked, events_walk, timeline
+from memory.longterm.events.walk import Walked, events_walk
 
 __all__ = [
     "COMBINED_PROMPT",

@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from memory.longterm import store
+from memory.longterm.events.when import DATE_TYPE, date_entities
 from memory.longterm.strength import Owner
 from memory.models import Entity, Event, EventRelation, EventStatus, RelationKind
 
@@ -53,8 +54,9 @@ def _entity_rows(owner: Owner, entities: Iterable[dict[str, Any]]) -> list[Entit
 
 
 def search_text(summary: str, entities: Iterable[dict[str, Any]]) -> str:
-    """What an event is found by: its summary and its entities' names."""
-    names = " ".join(str(entity.get("name") or "") for entity in entities)
+    """What an event is found by: its summary and its entities' names (not the DATE entities' labels: a question
+    finds the time an event speaks of through memory.longterm.events.when, not by the label's digits)."""
+    names = " ".join(str(entity.get("name") or "") for entity in entities if entity.get("type") != DATE_TYPE)
     return f"{summary} {names}".strip()
 
 
@@ -82,7 +84,7 @@ def events_store(
     )
     pending_relations: list[tuple[Event, str, Event]] = []
     for item in extracted.get("new_events") or []:
-        entities = [e for e in item.get("entities") or [] if str(e.get("name") or "").strip()]
+        entities = _with_dates([e for e in item.get("entities") or [] if str(e.get("name") or "").strip()], item, now)
         event, added = _event_add(
             owner, item, entities, now=now, conversation_id=conversation_id, source_message_ids=source_message_ids
         )
@@ -102,6 +104,14 @@ def events_store(
             pending_relations.append((source, relation["type"], target))
     outcome.relations = _relations_add(pending_relations)
     return outcome
+
+
+def _with_dates(entities: list[dict[str, Any]], item: dict[str, Any], now: dt.datetime) -> list[dict[str, Any]]:
+    """The item's entities and the times its summary speaks of ("yesterday", "last year" ... resolved against
+    `now`, when it was said) as DATE entities: events speaking of the same time are linked like any shared entity."""
+    named = {store.normalise(str(entity.get("name"))) for entity in entities}
+    dates = [e for e in date_entities(item["content_summary"], timezone.localtime(now)) if e["name"] not in named]
+    return entities + dates
 
 
 def _known_events(owner: Owner, extracted: dict[str, Any]) -> dict[str, Event]:
