@@ -29,12 +29,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 # string rather than add to this list.
 ALLOWED = {
     # the product's words kept in English (docs/glossary.md), protocols and formats
-    "Token", "API", "ID", "YAML", "JSON", "URL", "HTTP", "GET", "POST", "REST", "ReAct",
+    "Token", "API", "ID", "YAML", "JSON", "URL", "HTTP", "GET", "POST", "REST", "ReAct", "MCP",
     "BM25", "Markdown", "PDF", "MD", "CSV", "DOCX", "HTML", "TXT",
     # names: of the language in the language menu, of model providers and models, of API documentation tools
     "English", "OpenAI", "DeepSeek", "Qwen", "Ollama", "vLLM", "GPT-3.5", "GPT-4", "GPT-4o", "bge-m3",
     "all-MiniLM-L6-v2", "all-MiniLM-L6-v2-qint8", "multilingual-e5-small", "multilingual-e5-small-qint8",
     "Swagger", "UI", "ReDoc", "OpenAPI", "tiktoken", "pgvector",
+    # MCP clients
+    "Claude", "Desktop", "Cursor",
     # units and the finance terms of the PV demo
     "kWh", "kW", "h", "KB", "MB", "IRR", "NPV",
 }  # fmt: skip
