@@ -6,6 +6,7 @@ TRACES_CAPTURE_CONTENT."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from core import tracing
@@ -32,7 +33,7 @@ def turn_attributes(*, conversation: Any, user_message: Any, **kwargs: Any) -> d
         "agentplat.message.id": user_message.pk,
         "agentplat.turn.index": kwargs.get("index", 0),
         "agentplat.conversation.parent_id": conversation.parent_id,
-        "gen_ai.input.messages": _text_of(ChatMessage.user(user_message.content)),
+        "gen_ai.input.messages": _text_of(ChatMessage.user, user_message.content),
     }
 
 
@@ -54,7 +55,7 @@ def turn_result(result: Any) -> dict[str, Any]:
         "gen_ai.usage.input_tokens": usage.prompt_tokens,
         "gen_ai.usage.output_tokens": usage.completion_tokens,
         "agentplat.reply.message_id": result.message.pk if result.message is not None else None,
-        "gen_ai.output.messages": _text_of(ChatMessage.assistant(result.message.content)),
+        "gen_ai.output.messages": _text_of(ChatMessage.assistant, result.message.content),
     }
 
 
@@ -81,6 +82,6 @@ def tool_outcome(outcome: Any) -> dict[str, Any]:
     }
 
 
-def _text_of(message: ChatMessage) -> str | None:
-    """The message in the request's wire form, when content capture is on."""
-    return tracing.text(wire([message])) if tracing.capture_content() else None
+def _text_of(make: Callable[[str], ChatMessage], content: str) -> str | None:
+    """The message `make(content)` in the request's wire form, when content capture is on (else nothing is made)."""
+    return tracing.text(wire([make(content)])) if tracing.capture_content() else None
