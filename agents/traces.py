@@ -6,9 +6,11 @@ TRACES_CAPTURE_CONTENT."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from core import tracing
+from llm.messages import ChatMessage, wire
 
 
 def turn_name(*, conversation: Any, **_: Any) -> str:
@@ -31,7 +33,7 @@ def turn_attributes(*, conversation: Any, user_message: Any, **kwargs: Any) -> d
         "agentplat.message.id": user_message.pk,
         "agentplat.turn.index": kwargs.get("index", 0),
         "agentplat.conversation.parent_id": conversation.parent_id,
-        "gen_ai.input.messages": tracing.text([{"role": "user", "content": user_message.content}]),
+        "gen_ai.input.messages": _text_of(ChatMessage.user, user_message.content),
     }
 
 
@@ -53,7 +55,7 @@ def turn_result(result: Any) -> dict[str, Any]:
         "gen_ai.usage.input_tokens": usage.prompt_tokens,
         "gen_ai.usage.output_tokens": usage.completion_tokens,
         "agentplat.reply.message_id": result.message.pk if result.message is not None else None,
-        "gen_ai.output.messages": tracing.text([{"role": "assistant", "content": result.message.content}]),
+        "gen_ai.output.messages": _text_of(ChatMessage.assistant, result.message.content),
     }
 
 
@@ -78,3 +80,8 @@ def tool_outcome(outcome: Any) -> dict[str, Any]:
         "agentplat.tool.asks_user": bool(outcome.ask_user),
         "gen_ai.tool.call.result": tracing.text(outcome.text),
     }
+
+
+def _text_of(make: Callable[[str], ChatMessage], content: str) -> str | None:
+    """The message `make(content)` in the request's wire form, when content capture is on (else nothing is made)."""
+    return tracing.text(wire([make(content)])) if tracing.capture_content() else None

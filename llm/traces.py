@@ -11,7 +11,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from core import tracing
-from llm.messages import wire
+from llm.messages import ChatMessage, wire
 
 
 def call_name(**kwargs: Any) -> str:
@@ -50,9 +50,8 @@ def call_event(span: Span, event: Any) -> bool:
     sits below llm.client, which imports it); True there, the call's span ends."""
     if getattr(event, "finish_reason", None) is None:
         return False
-    output: dict[str, Any] = {"role": "assistant", "content": event.text}
-    if event.tool_calls:
-        output["tool_calls"] = [{"name": call.name, "arguments": call.arguments} for call in event.tool_calls]
+    calls = [call.as_message_part() for call in event.tool_calls] if event.tool_calls else None
+    output = wire([ChatMessage.assistant(event.text, tool_calls=calls)]) if tracing.capture_content() else None
     tracing.set_attributes(
         span,
         {
@@ -65,7 +64,7 @@ def call_event(span: Span, event: Any) -> bool:
             "agentplat.llm.ttft_ms": event.ttft_ms,
             "agentplat.llm.duration_ms": event.duration_ms,
             "agentplat.llm.tool_calls": len(event.tool_calls),
-            "gen_ai.output.messages": tracing.text([output]),
+            "gen_ai.output.messages": tracing.text(output),
         },
     )
     return True

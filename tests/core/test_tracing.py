@@ -196,7 +196,7 @@ async def test_text_is_recorded_only_when_the_setting_allows_it(tenant, member, 
     assert json.loads(root["gen_ai.output.messages"]) == [{"role": "assistant", "content": reply.content}]
     first, second = [span.attributes for span in finished if span.name == "chat gpt-4"]
     assert json.loads(first["gen_ai.input.messages"])[-1] == {"role": "user", "content": "香菇黄焖鸡多少钱？"}
-    assert json.loads(first["gen_ai.output.messages"])[0]["tool_calls"][0]["name"] == KNOWLEDGE_TOOL
+    assert json.loads(first["gen_ai.output.messages"])[0]["tool_calls"][0]["function"]["name"] == KNOWLEDGE_TOOL
     assert json.loads(second["gen_ai.output.messages"]) == [{"role": "assistant", "content": reply.content}]
     tool = named[f"execute_tool {KNOWLEDGE_TOOL}"].attributes
     assert json.loads(tool["gen_ai.tool.call.arguments"])["query"] == "香菇"
