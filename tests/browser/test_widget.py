@@ -1,6 +1,7 @@
 """The website widget in Chromium (docs/embed.md): a plain host page on another origin (a second port) pastes the
 snippet; the bubble opens the agent's chat in a frame, a reply streams, a refused origin gets nothing, a second
-visitor (another browser context) does not see the first one's conversation, and the rate limit answers in words."""
+visitor (another browser context) does not see the first one's conversation, and the rate limit answers in words.
+A member rates a reply on the chat page the same way."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from memory.models import Feedback
+from tenants.models import Role
 from tenants.scope import tenant_scope
+from tests.browser.pages import PASSWORD, log_in, say, start_conversation
+from tests.factories import MembershipFactory, UserFactory
 from tests.widget.helpers import make_embed
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -108,3 +112,27 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
     refused.wait_for_timeout(1000)
     assert any("/embed/" in url and status == 403 for url, status in responses), responses
     assert refused_frame.locator("#chat-input").count() == 0
+
+
+def test_a_member_rates_a_reply_on_the_chat_page(asgi_live_server, tenant, scripted_llm, page_for):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Face the panels south."}})
+    embed = make_embed(tenant, scripted_llm.base_url)  # its agent, published; the embed itself is unused here
+    user = UserFactory(username="rater")
+    user.set_password(PASSWORD)
+    user.save()
+    MembershipFactory(tenant=tenant, user=user, role=Role.MEMBER)
+    page = page_for("en-US")
+    log_in(page, asgi_live_server.url, "rater")
+    start_conversation(page, asgi_live_server.url, embed.agent.name)
+    say(page, "Which way?")
+    page.locator(".chat-feedback-down").click()
+    page.locator(".chat-feedback-comment").fill("Say why, please.")
+    page.locator(".chat-feedback-form button").click()
+    page.locator(".chat-feedback-note", has_text="Thanks").wait_for()
+    page.wait_for_timeout(300)
+    page.reload()  # the buttons are there again on the stored reply
+    assert page.locator(".chat-assistant .chat-feedback button[data-rating]").count() == 2
+    with tenant_scope(tenant):
+        assert list(Feedback.objects.values_list("rating", "comment", "source", "user__username")) == [
+            (-1, "Say why, please.", "chat", "rater")
+        ]
