@@ -1,6 +1,7 @@
 """The website widget in Chromium (docs/embed.md): a plain host page on another origin (a second port) pastes the
 snippet; the bubble opens the agent's chat in a frame, a reply streams, a refused origin gets nothing, a second
-visitor (another browser context) does not see the first one's conversation, and the rate limit answers in words."""
+visitor (another browser context) does not see the first one's conversation, and the rate limit answers in words.
+A member rates a reply on the chat page the same way."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from memory.models import Feedback
+from tenants.models import Role
 from tenants.scope import tenant_scope
+from tests.browser.pages import PASSWORD, log_in, say, start_conversation
+from tests.factories import MembershipFactory, UserFactory
 from tests.widget.helpers import make_embed
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -69,6 +73,7 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
 
     # A visitor on the allowed site: the bubble opens the chat and the reply streams in.
     page = page_for("en-US")
+    page.set_default_timeout(30_000)  # a loaded machine (CI runs the suite on 2 cores)
     frame = _open_widget(page, f"http://127.0.0.1:{port}/en.html")
     _say(frame, "Warranty?")
     frame.locator(".chat-assistant .chat-usage").wait_for(timeout=20_000)
@@ -94,6 +99,7 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
 
     # A second visitor (another browser, in Chinese) gets their own, empty conversation.
     other = page_for("zh-CN")
+    other.set_default_timeout(30_000)
     other_frame = _open_widget(other, f"http://127.0.0.1:{port}/zh.html")
     other_frame.locator("#chat-input").wait_for()
     assert other_frame.locator(".chat-msg").count() == 0
@@ -102,9 +108,32 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
 
     # The same snippet on a site that is not allowed: the bubble shows, the frame gets nothing.
     refused = page_for("en-US")
-    responses = []
-    refused.on("response", lambda response: responses.append((response.url, response.status)))
-    refused_frame = _open_widget(refused, f"http://localhost:{port}/en.html")
-    refused.wait_for_timeout(1000)
-    assert any("/embed/" in url and status == 403 for url, status in responses), responses
+    refused.set_default_timeout(30_000)
+    with refused.expect_response(lambda response: f"/embed/{embed.token}/" in response.url) as framed:
+        refused_frame = _open_widget(refused, f"http://localhost:{port}/en.html")
+    assert framed.value.status == 403  # with an empty body (tests/widget/test_pages.py)
     assert refused_frame.locator("#chat-input").count() == 0
+
+
+def test_a_member_rates_a_reply_on_the_chat_page(asgi_live_server, tenant, scripted_llm, page_for):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Face the panels south."}})
+    embed = make_embed(tenant, scripted_llm.base_url)  # its agent, published; the embed itself is unused here
+    user = UserFactory(username="rater")
+    user.set_password(PASSWORD)
+    user.save()
+    MembershipFactory(tenant=tenant, user=user, role=Role.MEMBER)
+    page = page_for("en-US")
+    log_in(page, asgi_live_server.url, "rater")
+    start_conversation(page, asgi_live_server.url, embed.agent.name)
+    say(page, "Which way?")
+    page.locator(".chat-feedback-down").click()
+    page.locator(".chat-feedback-comment").fill("Say why, please.")
+    page.locator(".chat-feedback-form button").click()
+    page.locator(".chat-feedback-note", has_text="Thanks").wait_for()
+    page.wait_for_timeout(300)
+    page.reload()  # the buttons are there again on the stored reply
+    assert page.locator(".chat-assistant .chat-feedback button[data-rating]").count() == 2
+    with tenant_scope(tenant):
+        assert list(Feedback.objects.values_list("rating", "comment", "source", "user__username")) == [
+            (-1, "Say why, please.", "chat", "rater")
+        ]

@@ -7,10 +7,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from memory.longterm.recall import recall_for_turn
 from memory.models import Conversation
-from tenants.scope import tenant_scope
+from tenants.scope import all_tenants, tenant_scope
 from tenants.services import tenant_delete
+from tests.memory.memory_data import remember_story
 from tests.widget.helpers import HOST, make_embed, new_visitor, ticket_for
+from widget import visitors
 
 pytestmark = pytest.mark.django_db
 
@@ -100,5 +103,20 @@ def test_a_deleted_tenants_visitors_go_with_it(embed, client):
     client.get(f"/embed/{embed.token}/chat/", {"ticket": ticket, "visitor": new_visitor()})
     User = get_user_model()
     assert User.objects.filter(username__startswith=f"visitor-{embed.pk}-").count() == 1
-    tenant_delete(tenant=embed.tenant)
+    with all_tenants(reason="a platform superuser deletes the tenant (as the admin does)"):
+        tenant_delete(tenant=embed.tenant)
     assert not User.objects.filter(username__startswith="visitor-").exists()
+
+
+def test_long_term_memory_is_per_visitor(embed, client):
+    """The agent's memory of one visitor is recalled in that visitor's conversation, never in another's."""
+    ticket = ticket_for(client, embed)
+    first, second = new_visitor(), new_visitor()
+    for visitor in (first, second):
+        client.get(f"/embed/{embed.token}/chat/", {"ticket": ticket, "visitor": visitor})
+    with tenant_scope(embed.tenant):
+        mine = visitors.visitor_conversation(embed, first)
+        theirs = visitors.visitor_conversation(embed, second)
+        remember_story(user=mine.user, agent_id=embed.agent_id, word=" SECRETWORD")
+        assert "SECRETWORD" in " ".join(recall_for_turn(mine, "Where is order 42?").lines)
+        assert "SECRETWORD" not in " ".join(recall_for_turn(theirs, "Where is order 42?").lines)
