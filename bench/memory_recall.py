@@ -28,16 +28,23 @@ messages into one fact: those need the model (mode "model"), which this offline 
 
 Scoring: for each question the top 10 turns (dia_ids) of each method; evidence recall@10 is the share of the
 question's evidence dia_ids among them, and for multi-hop questions "all@10" is the share of questions with all
-their evidence there. Methods, side by side in one run:
+their evidence there. The questions are asked the day after the last session (what "last year" in a question is
+resolved against). Methods, side by side in one run:
   memory   the event graph as a turn recalls it: events_walk (MEMORY_EVENTS_TOP_K seeds, MEMORY_EXPAND_DEPTH hops,
-           its default limit), events mapped back to their turns through source_message_ids, deduplicated in
-           the walk's order, first 10;
+           its default limit; walked events ranked with the seeds), events mapped back to their turns through
+           source_message_ids, deduplicated in the walk's order, first 10;
   bm25     BM25 over the turns (one document per turn);
   vector   cosine of the local MiniLM over the turns;
   hybrid   the knowledge bases' hybrid over the turns (collection_rank.rank_collection: BM25 and vectors
            fused by z-scores).
-"shown" adds what the reply actually sees: the walked events that fit the timeline's share of the recall budget
-(MEMORY_RECALL_TOKENS / 2), mapped to turns the same way.
+Columns added after them (issue 30): "shown", what the reply actually sees (the walked events the passages fit
+in the timeline's share of the recall budget, MEMORY_RECALL_TOKENS / 2, in the walk's order, mapped to turns the
+same way, first 10); "walk0", memory with the walk off (depth 0). Extra rows: "walk-only", the questions with two or
+more evidence turns of which one shares no keyword term with the question (only a walk from the others reaches
+it); "dev halves", each conversation alone (recall@10, multi-hop all@10, temporal, walk-only) with the walk's gain
+and shown - hybrid. --tune NAME=V1,V2 (repeatable) tries values of a constant (MEMORY_* settings, walk.X, store.X)
+on each half: the value best on one half (recall@10 + multi-hop all@10) is kept only if it also beats the current
+value on the other half.
 
 Cost on the reply path: --events N (default 10,000) events for one user, made from the stored LoCoMo graph by
 copying it (each copy of an event a slightly perturbed text with its own hash, its vector plus Gaussian noise,
@@ -420,6 +427,16 @@ def print_halves(by_sample: dict, samples: list[Sample]) -> None:
             )  # fmt: skip
 
 
+def print_goals(by_category: dict) -> None:
+    overall, multi = by_category["all"], by_category[1]
+    for method in ("memory", "hybrid"):
+        value, complete = statistics.mean(overall.recall[method]), statistics.mean(multi.complete[method])
+        print(
+            f"  {method}: recall@10 {value:.3f} (goal >= {GOAL_RECALL}: {value / GOAL_RECALL:.2f}x), multi-hop "
+            f"all@10 {complete:.3f} (goal >= {GOAL_ALL}: {complete / GOAL_ALL:.2f}x)"
+        )
+
+
 # --- tuning on a split ---------------------------------------------------------------------------------------------
 
 
@@ -686,13 +703,7 @@ def main() -> None:
             if args.per_sample:
                 print_table("per conversation", by_sample, [s.sample_id for s in samples], str)
             print_halves(by_sample, samples)
-            overall, multi = by_category["all"], by_category[1]
-            for method in ("memory", "hybrid"):
-                value, complete = statistics.mean(overall.recall[method]), statistics.mean(multi.complete[method])
-                print(
-                    f"  {method}: recall@10 {value:.3f} (goal >= {GOAL_RECALL}: {value / GOAL_RECALL:.2f}x), multi-hop "
-                    f"all@10 {complete:.3f} (goal >= {GOAL_ALL}: {complete / GOAL_ALL:.2f}x)"
-                )
+            print_goals(by_category)
             print("  mean ms per query: " + ", ".join(f"{method} {ms:.1f}" for method, ms in times.items()))
             for spec in args.tune:
                 print(f"\ntuning on a split: {spec}", flush=True)

@@ -187,7 +187,8 @@ def test_deleting_an_event_forgets_entities_no_other_event_names(login, member, 
     login(member, tenant).post(reverse("memory:event_delete", args=[mine.rerouted.pk]))
     with tenant_scope(tenant):
         names = set(Entity.objects.filter(user=member).values_list("name", flat=True))
-    assert names == {"Port Alder", "Order 42"}  # Port Birch was named by the rerouting only
+    # Port Birch was named by the rerouting only; 2025-07-16 is the Wednesday the reopening speaks of (a DATE).
+    assert names == {"Port Alder", "Order 42", "2025-07-16"}
 
 
 def test_another_users_event_or_memory_is_a_404_and_stays(login, member, tenant, world):
@@ -200,8 +201,9 @@ def test_another_users_event_or_memory_is_a_404_and_stays(login, member, tenant,
     assert _rows(tenant, world["theirs"].dream.user)["events"] == 4
     assert _rows(tenant, world["mine"].dream.user)["events"] == 4
     foreign = world["foreign"]
+    # entities: three names and the Wednesday the reopening speaks of (a DATE)
     assert _rows(foreign.dream.tenant, foreign.dream.user) == {
-        "events": 4, "relations": 4, "entities": 3, "memories": 1, "turns": 0, "dreams": 1,
+        "events": 4, "relations": 4, "entities": 4, "memories": 1, "turns": 0, "dreams": 1,
     }  # fmt: skip
 
 
@@ -227,7 +229,8 @@ def test_forgetting_everything_says_what_goes_and_deletes_only_the_users_rows(
         turn_index(conversation, user_message=question, reply=None)
     client = login(member, tenant)
     mine_before = _rows(tenant, member)
-    assert mine_before == {"events": 4, "relations": 4, "entities": 3, "memories": 1, "turns": 1, "dreams": 1}
+    # entities: three names and the Wednesday the reopening speaks of (a DATE)
+    assert mine_before == {"events": 4, "relations": 4, "entities": 4, "memories": 1, "turns": 1, "dreams": 1}
     colleague_before, stranger_before = _rows(tenant, colleague), _rows(other_tenant, stranger)
 
     confirm = client.get(reverse("memory:forget")).content.decode()
@@ -237,7 +240,7 @@ def test_forgetting_everything_says_what_goes_and_deletes_only_the_users_rows(
 
     response = client.post(reverse("memory:forget"), follow=True)
     forgotten = (
-        "Everything was forgotten (events: 4, relations: 4, named things: 3, memories: 1, indexed turns: 1, dreams: 1)."
+        "Everything was forgotten (events: 4, relations: 4, named things: 4, memories: 1, indexed turns: 1, dreams: 1)."
     )
     assert forgotten in response.content.decode()
     assert _rows(tenant, member) == dict.fromkeys(mine_before, 0)

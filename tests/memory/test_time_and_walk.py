@@ -7,6 +7,7 @@ import pytest
 from agents.services import conversation_start
 from memory.longterm import store
 from memory.longterm.events import Walked, events_store, events_walk, rule_event, timeline
+from memory.longterm.events.walk import timed_events
 from memory.longterm.events.when import Period, resolve
 from memory.longterm.recall import owner_of
 from memory.models import Entity, Event, EventRelation
@@ -66,7 +67,9 @@ def _say(owner, conversation, text, when, actor="user"):
 
 
 @pytest.mark.django_db
-def test_events_carry_the_time_they_speak_of_and_a_question_naming_it_finds_them(make_agent, member, in_tenant):
+def test_events_carry_the_time_they_speak_of_and_a_question_naming_it_finds_them(
+    make_agent, member, in_tenant, django_assert_num_queries
+):
     agent = make_agent()
     first, second = conversation_start(agent=agent, user=member), conversation_start(agent=agent, user=member)
     owner = owner_of(first)
@@ -82,6 +85,9 @@ def test_events_carry_the_time_they_speak_of_and_a_question_naming_it_finds_them
 
     walked = events_walk(owner, "What did the kids do on 7 May 2023?", top_k=2, depth=0, now=T0 + dt.timedelta(days=9))
     assert set(walked.retrieved_ids) == {museum.pk, later.pk}
+    assert timed_events(owner, "What happened in 2019?") == frozenset()  # a time nothing speaks of
+    with django_assert_num_queries(0):  # no time named: no query
+        assert timed_events(owner, "What did the kids do?") == frozenset()
 
 
 @pytest.mark.django_db

@@ -34,14 +34,15 @@ RELATION_ORDER = (RelationKind.CAUSES, RelationKind.RESOLVES, RelationKind.REFER
 #   score plus that gain, so a reached event displaces a weaker direct hit when its relation and its own score
 #   justify it;
 # - from one hop to the next the walk carries on at most `limit` * BEAM events (the reads stay bounded).
-POOL = 30  # issue 14 (both conversations)
-ANSWER_SHARE = 1.0  # issue 14; re-checked on each half (issue 30): see docs/memory.md
-FOLLOW_SHARE = 0.4  # issue 14
-TIME_SHARE = 1.0  # a time named by the question; set by hand, not tuned (the dev questions rarely name one)
+# The --tune runs behind each value are in docs/memory.md (Figures).
+POOL = 30  # issue 14; split: 20 and 50 change nothing on either half
+ANSWER_SHARE = 1.0  # issue 14; split: each half keeps 1.0 (0 and 0.5 lose on both)
+FOLLOW_SHARE = 0.4  # issue 14; split: conv-26 chose 0.2, which loses on conv-30; conv-30 keeps 0.4
+TIME_SHARE = 1.0  # split: conv-30 chose 1.0 and it beats 0 (no time boost) on conv-26; conv-26's 2.0 ties on conv-30
 HOP_SHARE = 0.3  # split: chosen on conv-30, beats 0.5 on conv-26 (conv-26's own choice, 0.1, beats 0.5 on conv-30)
-SEED_SHARE = 1.0  # what a seed gains from a seed it is linked to, times HOP_SHARE
-REFERS_SHARE = 0.5  # issue 14: a shared entity name
-NEIGHBOUR_SHARE = 1.0  # a `follows` neighbour
+SEED_SHARE = 1.0  # what a seed gains from a seed it is linked to, times HOP_SHARE; split: conv-30 keeps 1.0
+REFERS_SHARE = 0.5  # issue 14: a shared entity name; split: conv-26 chose 0, which loses on conv-30
+NEIGHBOUR_SHARE = 1.0  # a `follows` neighbour; split: conv-26 chose 0.5, which loses on conv-30
 BEAM = 2
 # Events the walk may add beyond the `top_k` (what the reply's budget decides to show comes from all of them).
 WALK_ROOM = 4
