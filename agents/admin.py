@@ -10,7 +10,7 @@ from agents.forms import AgentForm
 from agents.goal.models import GoalRun, GoalStep
 from agents.models import Agent, AgentVersion, ToolHttpAllowedHost, Workflow, WorkflowRun
 from agents.services import agent_publish
-from memory.feedback import feedback_counts, feedback_totals
+from memory.feedback import feedback_annotations, feedback_counts, feedback_totals
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
 
 
@@ -22,10 +22,16 @@ class AgentVersionInline(TenantOwnedAdminMixin, admin.TabularInline):
     readonly_fields = fields
     ordering = ["-number"]
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._counts: dict[int, dict[int | None, dict]] = {}
+
     @admin.display(description=_("feedback (👍 / 👎)"))
     def feedback(self, obj: AgentVersion) -> str:
-        counts = {row["version"]: row for row in feedback_counts(agent_id=obj.agent_id)}
-        row = counts.get(obj.number, {"up": 0, "down": 0})
+        # An inline is made per request: the agent's counts are read once for all its version rows.
+        if obj.agent_id not in self._counts:
+            self._counts[obj.agent_id] = {row["version"]: row for row in feedback_counts(agent_id=obj.agent_id)}
+        row = self._counts[obj.agent_id].get(obj.number, {"up": 0, "down": 0})
         return f"{row['up']} / {row['down']}"
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
@@ -68,8 +74,13 @@ class AgentAdmin(TenantOwnedAdmin):
         """Thumbs up and down of the agent's replies, all versions (per version: the versions below)."""
         if obj.pk is None:
             return "-"
+        if hasattr(obj, "feedback_up"):  # the list's rows carry their counts (get_queryset)
+            return f"{obj.feedback_up} / {obj.feedback_down}"
         totals = feedback_totals(agent_id=obj.pk)
         return f"{totals['up']} / {totals['down']}"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        return super().get_queryset(request).annotate(**feedback_annotations())
 
     @admin.action(description=_("Publish the selected agents as a new version"))
     def publish(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:

@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent, Workflow
 from agents.services import agent_create
-from agents.tools import get_tool
+from agents.tools import find_tool
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from agents.workflows.services import workflow_save
 from core.bounded import TooDeep, check_yaml_depth
@@ -108,15 +108,16 @@ def _read_export(text: str) -> dict[str, Any]:
     return data
 
 
-def _import_problems(config: dict[str, Any], tools: Any, workflow_text: Any) -> list[str]:
-    """What is wrong with an export's agent fields, tools and workflow, each in a sentence (none: it imports)."""
+def _import_problems(config: dict[str, Any], tools: Any, workflow_text: Any, *, tenant: Any) -> list[str]:
+    """What is wrong with an export's agent fields, tools and workflow, each in a sentence (none: it imports).
+    A tool is known if it is the platform's or `tenant`'s own (an enabled MCP tool of one of its servers)."""
     errors: list[str] = []
     if not str(config.get("name") or "").strip():
         errors.append(_("The agent has no name."))
     if not isinstance(tools, list):
         errors.append(_("Give the tools as a list of tool names."))
         tools = []
-    unknown = [str(name) for name in tools if get_tool(str(name)) is None]
+    unknown = [str(name) for name in tools if find_tool(str(name), tenant=tenant) is None]
     if unknown:
         errors.append(_("Unknown tools: %(names)s.") % {"names": ", ".join(unknown)})
     if workflow_text:
@@ -145,7 +146,7 @@ def agent_import(*, tenant: Any, text: str) -> Agent:
     config = {name: data["agent"][name] for name in FIELDS if name in data["agent"]}
     tools = config.get("tools") or []
     workflow_text = data.get("workflow")
-    errors = _import_problems(config, tools, workflow_text)
+    errors = _import_problems(config, tools, workflow_text, tenant=tenant)
     if errors:
         raise AgentImportError(errors)
     name = _free_name(str(config.pop("name")).strip()[:110], Agent)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils.translation import gettext as _
 
 from memory.models import Feedback, Message, Role
@@ -69,3 +70,20 @@ def feedback_totals(*, agent_id: int) -> dict[str, int]:
     """Thumbs up and down of every version of one agent."""
     counts = feedback_counts(agent_id=agent_id)
     return {"up": sum(row["up"] for row in counts), "down": sum(row["down"] for row in counts)}
+
+
+def feedback_annotations() -> dict[str, Coalesce]:
+    """Thumbs up and down of every version of an agent as two annotations of an Agent queryset (`feedback_up`,
+    `feedback_down`): one query for a whole list instead of one per agent."""
+
+    def rated(rating: int) -> Coalesce:
+        counted = (
+            Feedback.objects.filter(message__conversation__agent_id=OuterRef("pk"), rating=rating)
+            .order_by()
+            .values("message__conversation__agent_id")
+            .annotate(n=Count("id"))
+            .values("n")[:1]
+        )
+        return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+    return {"feedback_up": rated(1), "feedback_down": rated(-1)}

@@ -5,7 +5,9 @@ and counted per agent and version in the admin."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from agents.services import agent_create, agent_publish, conversation_start
 from api.keys import key_create
@@ -152,3 +154,25 @@ def test_the_admin_counts_feedback_per_agent_and_version(tenant, member, tenant_
     assert page.count("1 / 1") >= 2  # the agent's total and its version 1
     conversations = admin.get("/admin/memory/conversation/?source__exact=chat").content.decode()
     assert "chat page" in conversations or "聊天页面" in conversations
+
+
+def test_the_agent_list_reads_feedback_counts_in_one_query_whatever_the_number_of_agents(tenant, member, tenant_admin):
+    admin = _logged_in(tenant_admin, tenant)
+    rater = _logged_in(member, tenant)
+
+    def listing_queries() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert admin.get("/admin/agents/agent/").status_code == 200
+        return len(queries)
+
+    _c, _q, reply = _exchange(tenant, member)
+    rater.post(f"/chat/messages/{reply.pk}/feedback/", {"rating": 1})
+    one_agent = listing_queries()
+    for number in range(3):
+        with tenant_scope(tenant):
+            agent = agent_create(tenant=tenant, name=f"Advisor no. {number}", system_prompt="You advise.")
+        _c, _q, reply = _exchange(tenant, member, agent=agent)
+        rater.post(f"/chat/messages/{reply.pk}/feedback/", {"rating": -1})
+    listing = admin.get("/admin/agents/agent/").content.decode()
+    assert listing.count("0 / 1") == 3 and listing.count("1 / 0") == 1
+    assert listing_queries() == one_agent

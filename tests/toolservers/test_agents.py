@@ -9,6 +9,7 @@ import json
 import pytest
 from django.core.exceptions import ValidationError
 
+from agents.export import AgentImportError, agent_export, agent_import
 from agents.services import agent_create, conversation_start
 from agents.workflows.runner import run_workflow
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
@@ -138,3 +139,17 @@ def test_the_chat_page_names_the_tenants_mcp_tools(tenant, member, make_server, 
     page = client.get(f"/chat/{conversation.pk}/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
     labels = json.loads(page.partition('id="chat-labels" type="application/json">')[2].partition("</script>")[0])
     assert labels["toolNames"][WEATHER] == "Test tools › weather"  # the progress line's label, not the identifier
+
+
+def test_an_exported_agent_with_mcp_tools_imports_where_the_tools_exist(tenant, other_tenant, member, make_server,
+                                                                         scripted_llm):  # fmt: skip
+    make_server(tenant, enable=("weather",))
+    conversation = _agent(tenant, member, scripted_llm, [WEATHER])
+    with tenant_scope(tenant):
+        text = agent_export(agent=conversation.agent)
+        again = agent_import(tenant=tenant, text=text)
+        assert again.tools == [WEATHER]
+    # Another tenant has no such server: the import names the missing tool instead of making a broken agent.
+    with tenant_scope(other_tenant), pytest.raises(AgentImportError) as refused:
+        agent_import(tenant=other_tenant, text=text)
+    assert WEATHER in str(refused.value.errors)
