@@ -6,7 +6,7 @@ import pytest
 
 from agents.services import conversation_start
 from memory.longterm import store
-from memory.longterm.events import Walked, events_store, events_walk, rule_event, timeline
+from memory.longterm.events import Walked, events_store, events_walk, rule_event, timeline, walk
 from memory.longterm.events.walk import timed_events
 from memory.longterm.events.when import Period, resolve
 from memory.longterm.recall import owner_of
@@ -90,15 +90,23 @@ def test_events_carry_the_time_they_speak_of_and_a_question_naming_it_finds_them
         assert timed_events(owner, "What did the kids do?") == frozenset()
 
 
-@pytest.mark.django_db
-def test_a_walked_event_displaces_a_weaker_direct_hit(make_agent, member, in_tenant):
+WEAK = (
+    "A storm is a nice thing to watch from a window.",
+    "The storm kept the dog awake for hours.",
+    "A storm on the roof sounds like a drum.",
+)
+
+
+def _storm(make_agent, member, weak_texts):
+    """A hit, weak direct hits in another session, and the hit's cause in a third session (none of its words in
+    the question): (owner, query, hit, weak hits, cause)."""
     conversation = conversation_start(agent=make_agent(), user=member)
     owner = owner_of(conversation)
     when = iter(T0 + dt.timedelta(minutes=number) for number in range(100))
     for number in range(12):  # the rest of the memory: nothing to do with the question
         _say(owner, conversation, f"Note {number}: the printer on floor {number} needs paper and toner.", next(when))
     elsewhere = conversation_start(agent=conversation.agent, user=member)
-    weak = _say(owner, elsewhere, "A storm is a nice thing to watch from a window.", next(when))
+    weak = [_say(owner, elsewhere, text, next(when)) for text in weak_texts]
     hit = _say(owner, conversation, "The harbour of Vigo closed because of the storm Ciaran.", next(when))
     later = conversation_start(agent=conversation.agent, user=member)
     cause = events_store(owner, {
@@ -107,15 +115,33 @@ def test_a_walked_event_displaces_a_weaker_direct_hit(make_agent, member, in_ten
         "relations": [{"source": hit.event_id, "type": "causes", "target": "n1"}],
     }, conversation_id=later.pk, now=next(when)).added[0]  # fmt: skip
     query = "Why did the harbour of Vigo close in the storm?"
-    relevance = dict(zip([weak.pk, cause.pk], store.scored(Event, query, user_id=member.pk, key=owner.key).of(
-        [weak.pk, cause.pk]), strict=True))  # fmt: skip
-    assert relevance[weak.pk] > relevance[cause.pk]  # by its own words the weak hit is the better one
+    ids = [event.pk for event in (*weak, cause)]
+    relevance = dict(zip(ids, store.scored(Event, query, user_id=member.pk, key=owner.key).of(ids), strict=True))
+    assert min(relevance[event.pk] for event in weak) > relevance[cause.pk]  # by their own words the weak hits win
+    return owner, query, hit, weak, cause
 
-    off = events_walk(owner, query, top_k=2, depth=0)
+
+@pytest.mark.django_db
+def test_a_walked_event_displaces_a_weaker_direct_hit(make_agent, member, in_tenant):
+    owner, query, hit, weak, cause = _storm(make_agent, member, WEAK)
+
+    off = events_walk(owner, query, top_k=4, depth=0)
+    on = events_walk(owner, query, top_k=4, depth=1)
+
+    assert set(off.retrieved_ids) == {hit.pk, *(event.pk for event in weak)}
+    assert cause.pk in on.retrieved_ids  # the cause of the hit took the weakest hit's place (its session keeps two)
+    assert len(set(on.retrieved_ids) & {event.pk for event in weak}) == 2
+
+
+@pytest.mark.django_db
+def test_a_walked_event_does_not_push_out_the_only_hit_of_a_session(make_agent, member, in_tenant, monkeypatch):
+    owner, query, hit, (weak,), cause = _storm(make_agent, member, WEAK[:1])
+
     on = events_walk(owner, query, top_k=2, depth=1)
-
-    assert off.retrieved_ids == [hit.pk, weak.pk]
-    assert on.retrieved_ids == [hit.pk, cause.pk]  # the cause of the hit took the weak hit's place
+    assert on.retrieved_ids == [hit.pk, weak.pk]  # the weak hit is its session's only one: it stays
+    assert cause.pk in [event.pk for event in on.events]  # the cause comes right after, in the walk's room
+    monkeypatch.setattr(walk, "LONE_SESSION", 0)  # the fused order alone: the cause takes its place
+    assert events_walk(owner, query, top_k=2, depth=1).retrieved_ids == [hit.pk, cause.pk]
 
 
 @pytest.mark.django_db

@@ -5,6 +5,7 @@ memory.longterm.events.passages."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,18 @@ SEED_SHARE = 1.0  # what a seed gains from a seed it is linked to, times HOP_SHA
 REFERS_SHARE = 0.5  # issue 14: a shared entity name; split: conv-26 chose 0, which loses on conv-30
 NEIGHBOUR_SHARE = 1.0  # a `follows` neighbour; split: conv-26 chose 0.5, which loses on conv-30
 BEAM = 2
+# A seed gains from a neighbouring seed (`follows`) SEED_NEIGHBOUR_SHARE x SEED_SHARE: 0, as its score already
+# holds ANSWER_SHARE / FOLLOW_SHARE of the one before it (counting it twice lets a run of adjacent hits, one session,
+# push out a lone hit of another session). Split (with LONE_SESSION 1): chosen on conv-30 (recall@10 0.780 vs 0.765
+# with 1.0); on conv-26 a tie (recall@10 and multi-hop all@10 equal), shown - hybrid +0.014 there.
+SEED_NEIGHBOUR_SHARE = 0.0
+# A walked event enters the top_k by displacing the weakest seed, except a seed whose conversation (session) has at
+# most LONE_SESSION events among the fused top_k: multi-hop evidence lies in several sessions, and what the walk
+# brings is mostly a neighbouring turn of a hit, in a session already there. Split: chosen on conv-26 (multi-hop all@10
+# 0.250 -> 0.344, the walk-off figure; recall@10 0.818 -> 0.808); on conv-30 recall@10 and multi-hop all@10
+# unchanged (a tie, not a win: conv-30 had no multi-hop loss to recover); 2 loses recall@10 on both halves.
+# 0: the fused order alone.
+LONE_SESSION = 1
 # Events the walk may add beyond the `top_k` (what the reply's budget decides to show comes from all of them).
 WALK_ROOM = 4
 
@@ -187,9 +200,11 @@ def _walk(graph: _Graph, scores: _Scores, seeds: list[int], depth: int, limit: i
             share = HOP_SHARE * _kind_share(link.kind)
             for near, other in ((link.source, link.target), (link.target, link.source)):
                 seed = other in carried and other not in reached
+                neighbours = link.kind == RelationKind.FOLLOWS and seed
                 if near not in here or (other in reached and reached[other][0] < hop) or (seed and hop > 1):
                     continue
-                gain[other] = max(gain.get(other, 0.0), carried[near] * share * (SEED_SHARE if seed else 1.0))
+                seed_share = SEED_SHARE * (SEED_NEIGHBOUR_SHARE if neighbours else 1.0) if seed else 1.0
+                gain[other] = max(gain.get(other, 0.0), carried[near] * share * seed_share)
                 if seed:  # a seed linked to another seed gains from it; the walk does not go on from it again
                     continue
                 rank = priority.get(link.kind, 9)
@@ -233,9 +248,26 @@ def events_walk(
     total = {pk: score + gain.get(pk, 0.0) for pk, score in scores.of(candidates).items()}
     beyond = (depth + 1, 9)
     order = sorted(candidates, key=lambda pk: (-total[pk], *reached.get(pk, (0, 0) if pk in seeds else beyond), -pk))
+    if LONE_SESSION and not fixed:
+        order = _lone_sessions_kept(order, seeds, top_k)
     kept = set(seeds)
     chosen = (seeds + [pk for pk in order if pk not in kept])[:limit] if fixed else order[:limit]
     return _walked(graph, chosen, seeds if fixed else chosen[:top_k])
+
+
+def _lone_sessions_kept(order: list[int], seeds: list[int], top_k: int) -> list[int]:
+    """`order` with its first `top_k` holding every seed whose conversation has at most LONE_SESSION events in the
+    first `top_k` of `order` (the walked events entering take the places of the weakest other seeds). One query,
+    only when a walked event enters the first `top_k`."""
+    inside = set(seeds)
+    head = order[:top_k]
+    if all(pk in inside for pk in head):
+        return order
+    session = dict(Event.objects.filter(id__in=[*head, *seeds]).values_list("id", "conversation_id"))
+    per = Counter(session.get(pk) for pk in head)
+    kept = {pk for pk in seeds if per[session.get(pk)] <= LONE_SESSION}
+    taken = kept | set([pk for pk in order if pk not in kept][: top_k - len(kept)])
+    return [pk for pk in order if pk in taken] + [pk for pk in order if pk not in taken]
 
 
 def _walked(graph: _Graph, chosen: list[int], retrieved: list[int]) -> Walked:
