@@ -154,9 +154,12 @@ def set_attributes(span: Span, attributes: Attributes | None) -> None:
         span.set_attributes({key: value for key, value in attributes.items() if value is not None})
 
 
-def _start_attributes(attributes: Attributes | None) -> dict[str, Any]:
+def _start_attributes(attributes: Attributes | None, context: otel_context.Context | None = None) -> dict[str, Any]:
     # The turn's identity travels as baggage: with the context in tasks and threads, in carrier() headers too.
-    merged = {**baggage.get_all(), **(attributes or {})}
+    # One dict, handed to the span at its start: the SDK validates it once (each set_attributes is another pass).
+    merged = baggage.get_all(context)
+    if attributes:
+        merged = {**merged, **attributes}
     return {key: value for key, value in merged.items() if value is not None}
 
 
@@ -173,34 +176,45 @@ def span(name: str, attributes: Attributes | None = None, *, kind: SpanKind = Sp
     if tracer is None:
         yield NO_SPAN
         return
-    with tracer.start_as_current_span(
-        name, kind=kind, attributes=_start_attributes(attributes), record_exception=False,
-        set_status_on_exception=False,
-    ) as current:  # fmt: skip
-        try:
-            yield current
-        except BaseException as exc:
-            failed(current, exc)
-            raise
+    with _current(tracer, name, otel_context.get_current(), attributes, kind) as current:
+        yield current
 
 
 @contextmanager
 def turn_span(name: str, identity: Attributes, attributes: Attributes | None = None) -> Iterator[Span]:
     """The span of a turn: `identity` (tenant, agent, conversation, user; strings) is set on it and on every span
     opened inside it, here and wherever its context is carried."""
-    if _tracer() is None:
+    tracer = _tracer()
+    if tracer is None:
         yield NO_SPAN
         return
     context = otel_context.get_current()
     for key, value in identity.items():
         if value is not None:
             context = baggage.set_baggage(key, str(value), context)
-    token = otel_context.attach(context)
+    with _current(tracer, name, context, attributes, SpanKind.INTERNAL) as current:
+        yield current
+
+
+@contextmanager
+def _current(
+    tracer: trace.Tracer, name: str, context: otel_context.Context, attributes: Attributes | None, kind: SpanKind
+) -> Iterator[Span]:
+    # The SDK's start_as_current_span, flattened: one span started with all its first attributes, one attach of the
+    # context that holds it (and the turn's baggage), the span ended on the way out.
+    current = tracer.start_span(
+        name, context=context, kind=kind, attributes=_start_attributes(attributes, context), record_exception=False,
+        set_status_on_exception=False,
+    )  # fmt: skip
+    token = otel_context.attach(trace.set_span_in_context(current, context))
     try:
-        with span(name, attributes) as current:
-            yield current
+        yield current
+    except BaseException as exc:
+        failed(current, exc)
+        raise
     finally:
         otel_context.detach(token)
+        current.end()
 
 
 def _name_of(name: str | Callable[..., str], args: tuple, kwargs: dict) -> str:
