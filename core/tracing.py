@@ -244,7 +244,8 @@ def traced(
                 who = identity(*args, **kwargs) if identity is not None else {}
                 with turn_span(_name_of(name, args, kwargs), who, attributes) as current:
                     result = await function(*args, **kwargs)
-                    set_attributes(current, after(result) if after is not None else None)
+                    if after is not None and current.is_recording():  # a span the sampler dropped: nothing to work out
+                        set_attributes(current, after(result))
                     return result
 
             return run_async
@@ -256,7 +257,8 @@ def traced(
             attributes = before(*args, **kwargs) if before is not None else None
             with span(_name_of(name, args, kwargs), attributes) as current:
                 result = function(*args, **kwargs)
-                set_attributes(current, after(result) if after is not None else None)
+                if after is not None and current.is_recording():
+                    set_attributes(current, after(result))
                 return result
 
         return run
@@ -286,6 +288,8 @@ def traced_stream(
                 _name_of(name, args, kwargs), context=otel_context.get_current(), kind=SpanKind.CLIENT,
                 attributes=attributes, record_exception=False, set_status_on_exception=False,
             )  # fmt: skip
+            if not opened.is_recording():  # not sampled: the stream is returned untouched, as when off
+                return function(*args, **kwargs)
             return _observed(opened, function(*args, **kwargs), on_item)
 
         return start
