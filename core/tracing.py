@@ -176,8 +176,14 @@ def span(name: str, attributes: Attributes | None = None, *, kind: SpanKind = Sp
     if tracer is None:
         yield NO_SPAN
         return
-    with _current(tracer, name, otel_context.get_current(), attributes, kind) as current:
+    current, token = _opened(tracer, name, otel_context.get_current(), attributes, kind)
+    try:
         yield current
+    except BaseException as exc:
+        failed(current, exc)
+        raise
+    finally:
+        _closed(current, token)
 
 
 @contextmanager
@@ -188,33 +194,41 @@ def turn_span(name: str, identity: Attributes, attributes: Attributes | None = N
     if tracer is None:
         yield NO_SPAN
         return
-    context = otel_context.get_current()
-    for key, value in identity.items():
-        if value is not None:
-            context = baggage.set_baggage(key, str(value), context)
-    with _current(tracer, name, context, attributes, SpanKind.INTERNAL) as current:
-        yield current
-
-
-@contextmanager
-def _current(
-    tracer: trace.Tracer, name: str, context: otel_context.Context, attributes: Attributes | None, kind: SpanKind
-) -> Iterator[Span]:
-    # The SDK's start_as_current_span, flattened: one span started with all its first attributes, one attach of the
-    # context that holds it (and the turn's baggage), the span ended on the way out.
-    current = tracer.start_span(
-        name, context=context, kind=kind, attributes=_start_attributes(attributes, context), record_exception=False,
-        set_status_on_exception=False,
-    )  # fmt: skip
-    token = otel_context.attach(trace.set_span_in_context(current, context))
+    current, token = _opened(tracer, name, _with_identity(identity), attributes, SpanKind.INTERNAL)
     try:
         yield current
     except BaseException as exc:
         failed(current, exc)
         raise
     finally:
-        otel_context.detach(token)
-        current.end()
+        _closed(current, token)
+
+
+def _with_identity(identity: Attributes) -> otel_context.Context:
+    context = otel_context.get_current()
+    for key, value in identity.items():
+        if value is not None:
+            context = baggage.set_baggage(key, str(value), context)
+    return context
+
+
+# The SDK's start_as_current_span, flattened (the decorators call these directly, no context manager between): one
+# span started with all its first attributes, one attach of the context that holds it (and the turn's baggage), and
+# on the way out one detach and the end. Tracing's cost is mostly the SDK's per call and per attribute work, paid
+# with cold caches at every span of a real turn, so every layer left out counts.
+def _opened(
+    tracer: trace.Tracer, name: str, context: otel_context.Context, attributes: Attributes | None, kind: SpanKind
+) -> tuple[Span, object]:
+    current = tracer.start_span(
+        name, context=context, kind=kind, attributes=_start_attributes(attributes, context), record_exception=False,
+        set_status_on_exception=False,
+    )  # fmt: skip
+    return current, otel_context.attach(trace.set_span_in_context(current, context))
+
+
+def _closed(current: Span, token: object) -> None:
+    otel_context.detach(token)
+    current.end()
 
 
 def _name_of(name: str | Callable[..., str], args: tuple, kwargs: dict) -> str:
@@ -238,15 +252,22 @@ def traced(
 
             @functools.wraps(function)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                if _tracer() is None:
+                tracer = _tracer()
+                if tracer is None:
                     return await function(*args, **kwargs)
                 attributes = before(*args, **kwargs) if before is not None else None
-                who = identity(*args, **kwargs) if identity is not None else {}
-                with turn_span(_name_of(name, args, kwargs), who, attributes) as current:
+                context = _with_identity(identity(*args, **kwargs)) if identity else otel_context.get_current()
+                current, token = _opened(tracer, _name_of(name, args, kwargs), context, attributes, SpanKind.INTERNAL)
+                try:
                     result = await function(*args, **kwargs)
                     if after is not None and current.is_recording():  # a span the sampler dropped: nothing to work out
                         set_attributes(current, after(result))
                     return result
+                except BaseException as exc:
+                    failed(current, exc)
+                    raise
+                finally:
+                    _closed(current, token)
 
             return run_async
 
