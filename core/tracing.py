@@ -154,9 +154,12 @@ def set_attributes(span: Span, attributes: Attributes | None) -> None:
         span.set_attributes({key: value for key, value in attributes.items() if value is not None})
 
 
-def _start_attributes(attributes: Attributes | None) -> dict[str, Any]:
+def _start_attributes(attributes: Attributes | None, context: otel_context.Context | None = None) -> dict[str, Any]:
     # The turn's identity travels as baggage: with the context in tasks and threads, in carrier() headers too.
-    merged = {**baggage.get_all(), **(attributes or {})}
+    # One dict, handed to the span at its start: the SDK validates it once (each set_attributes is another pass).
+    merged = baggage.get_all(context)
+    if attributes:
+        merged = {**merged, **attributes}
     return {key: value for key, value in merged.items() if value is not None}
 
 
@@ -173,34 +176,59 @@ def span(name: str, attributes: Attributes | None = None, *, kind: SpanKind = Sp
     if tracer is None:
         yield NO_SPAN
         return
-    with tracer.start_as_current_span(
-        name, kind=kind, attributes=_start_attributes(attributes), record_exception=False,
-        set_status_on_exception=False,
-    ) as current:  # fmt: skip
-        try:
-            yield current
-        except BaseException as exc:
-            failed(current, exc)
-            raise
+    current, token = _opened(tracer, name, otel_context.get_current(), attributes, kind)
+    try:
+        yield current
+    except BaseException as exc:
+        failed(current, exc)
+        raise
+    finally:
+        _closed(current, token)
 
 
 @contextmanager
 def turn_span(name: str, identity: Attributes, attributes: Attributes | None = None) -> Iterator[Span]:
     """The span of a turn: `identity` (tenant, agent, conversation, user; strings) is set on it and on every span
     opened inside it, here and wherever its context is carried."""
-    if _tracer() is None:
+    tracer = _tracer()
+    if tracer is None:
         yield NO_SPAN
         return
+    current, token = _opened(tracer, name, _with_identity(identity), attributes, SpanKind.INTERNAL)
+    try:
+        yield current
+    except BaseException as exc:
+        failed(current, exc)
+        raise
+    finally:
+        _closed(current, token)
+
+
+def _with_identity(identity: Attributes) -> otel_context.Context:
     context = otel_context.get_current()
     for key, value in identity.items():
         if value is not None:
             context = baggage.set_baggage(key, str(value), context)
-    token = otel_context.attach(context)
-    try:
-        with span(name, attributes) as current:
-            yield current
-    finally:
-        otel_context.detach(token)
+    return context
+
+
+# The SDK's start_as_current_span, flattened (the decorators call these directly, no context manager between): one
+# span started with all its first attributes, one attach of the context that holds it (and the turn's baggage), and
+# on the way out one detach and the end. Tracing's cost is mostly the SDK's per call and per attribute work, paid
+# with cold caches at every span of a real turn, so every layer left out counts.
+def _opened(
+    tracer: trace.Tracer, name: str, context: otel_context.Context, attributes: Attributes | None, kind: SpanKind
+) -> tuple[Span, object]:
+    current = tracer.start_span(
+        name, context=context, kind=kind, attributes=_start_attributes(attributes, context), record_exception=False,
+        set_status_on_exception=False,
+    )  # fmt: skip
+    return current, otel_context.attach(trace.set_span_in_context(current, context))
+
+
+def _closed(current: Span, token: object) -> None:
+    otel_context.detach(token)
+    current.end()
 
 
 def _name_of(name: str | Callable[..., str], args: tuple, kwargs: dict) -> str:
@@ -224,14 +252,22 @@ def traced(
 
             @functools.wraps(function)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                if _tracer() is None:
+                tracer = _tracer()
+                if tracer is None:
                     return await function(*args, **kwargs)
                 attributes = before(*args, **kwargs) if before is not None else None
-                who = identity(*args, **kwargs) if identity is not None else {}
-                with turn_span(_name_of(name, args, kwargs), who, attributes) as current:
+                context = _with_identity(identity(*args, **kwargs)) if identity else otel_context.get_current()
+                current, token = _opened(tracer, _name_of(name, args, kwargs), context, attributes, SpanKind.INTERNAL)
+                try:
                     result = await function(*args, **kwargs)
-                    set_attributes(current, after(result) if after is not None else None)
+                    if after is not None and current.is_recording():  # a span the sampler dropped: nothing to work out
+                        set_attributes(current, after(result))
                     return result
+                except BaseException as exc:
+                    failed(current, exc)
+                    raise
+                finally:
+                    _closed(current, token)
 
             return run_async
 
@@ -242,7 +278,8 @@ def traced(
             attributes = before(*args, **kwargs) if before is not None else None
             with span(_name_of(name, args, kwargs), attributes) as current:
                 result = function(*args, **kwargs)
-                set_attributes(current, after(result) if after is not None else None)
+                if after is not None and current.is_recording():
+                    set_attributes(current, after(result))
                 return result
 
         return run
@@ -272,6 +309,8 @@ def traced_stream(
                 _name_of(name, args, kwargs), context=otel_context.get_current(), kind=SpanKind.CLIENT,
                 attributes=attributes, record_exception=False, set_status_on_exception=False,
             )  # fmt: skip
+            if not opened.is_recording():  # not sampled: the stream is returned untouched, as when off
+                return function(*args, **kwargs)
             return _observed(opened, function(*args, **kwargs), on_item)
 
         return start

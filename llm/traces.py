@@ -50,8 +50,7 @@ def call_event(span: Span, event: Any) -> bool:
     sits below llm.client, which imports it); True there, the call's span ends."""
     if getattr(event, "finish_reason", None) is None:
         return False
-    calls = [call.as_message_part() for call in event.tool_calls] if event.tool_calls else None
-    output = wire([ChatMessage.assistant(event.text, tool_calls=calls)]) if tracing.capture_content() else None
+    output = _reply(event) if tracing.capture_content() else None
     tracing.set_attributes(
         span,
         {
@@ -68,3 +67,9 @@ def call_event(span: Span, event: Any) -> bool:
         },
     )
     return True
+
+
+def _reply(event: Any) -> list[dict[str, Any]]:
+    """The reply in the request's wire form (only made when content capture is on)."""
+    calls = [call.as_message_part() for call in event.tool_calls] if event.tool_calls else None
+    return wire([ChatMessage.assistant(event.text, tool_calls=calls)])

@@ -10,8 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from celery.signals import before_task_publish, task_postrun, task_prerun
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from config.celery import app as celery_app
 from core import tracing
@@ -251,6 +253,26 @@ async def test_off_by_default_nothing_is_made_or_sent_and_on_the_setting_sends(
     await turn(tenant, conversation, "香菇黄焖鸡多少钱？")
     assert tracing.enabled() and not tracing.capture_content()
     assert tracing.flush() and otlp_counter and set(otlp_counter) == {"/v1/traces"}
+
+
+async def test_a_turn_the_sampler_drops_records_nothing_and_runs_as_when_off(tenant, member, scripted_llm):
+    """Sampled out (OTEL_TRACES_SAMPLER's job): the turn, its model calls and tool work as usual, no span is kept."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF, shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use_provider(provider)
+    try:
+        conversation, _kb = await make_conversation(tenant, member, scripted_llm)
+        script_tool_turn(scripted_llm)
+        _user, reply, sink = await turn(tenant, conversation, "香菇黄焖鸡多少钱？")
+        with tracing.span("anything") as span:
+            assert not span.is_recording()
+    finally:
+        tracing.reset()
+    assert str(sink.result.status) == "completed" and reply.content == "香菇黄焖鸡 is 14元."
+    calls = await database_sync_to_async(_calls)(tenant, conversation)
+    assert len(calls) == 2 and all(call.completion_tokens > 0 for call in calls)
+    assert exporter.get_finished_spans() == ()
 
 
 def _rated_reply(tenant, member, conversation, **kwargs):
