@@ -743,4 +743,7 @@
 
   Array.prototype.forEach.call(log.querySelectorAll(".chat-assistant[data-message-id]"), feedbackBar);
   connect();
+  // The handlers are on: Enter sends from now on (before this, Enter in the textarea only adds a line). Tests wait
+  // for it where the page is loaded in a frame that nothing else waits for (the widget).
+  if (form) form.setAttribute("data-ready", "1");
 })();

@@ -54,6 +54,13 @@ def _open_widget(page, url: str):
     return page.frame_locator("iframe.agentplat-frame")
 
 
+def _ready(frame):
+    """The frame's chat page with its script running: before it, Enter in the message box only adds a line (the
+    frame loads on the bubble's click, and nothing else waits for it)."""
+    frame.locator("#chat-form[data-ready]").wait_for()
+    return frame
+
+
 def _say(frame, text: str) -> None:
     frame.locator("#chat-input").fill(text)
     frame.locator("#chat-input").press("Enter")
@@ -74,7 +81,7 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
     # A visitor on the allowed site: the bubble opens the chat and the reply streams in.
     page = page_for("en-US")
     page.set_default_timeout(30_000)  # a loaded machine (CI runs the suite on 2 cores)
-    frame = _open_widget(page, f"http://127.0.0.1:{port}/en.html")
+    frame = _ready(_open_widget(page, f"http://127.0.0.1:{port}/en.html"))
     _say(frame, "Warranty?")
     frame.locator(".chat-assistant .chat-usage").wait_for(timeout=20_000)
     assert "25-year warranty" in frame.locator(".chat-assistant .chat-body").last.inner_text()
@@ -100,8 +107,7 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
     # A second visitor (another browser, in Chinese) gets their own, empty conversation.
     other = page_for("zh-CN")
     other.set_default_timeout(30_000)
-    other_frame = _open_widget(other, f"http://127.0.0.1:{port}/zh.html")
-    other_frame.locator("#chat-input").wait_for()
+    other_frame = _ready(_open_widget(other, f"http://127.0.0.1:{port}/zh.html"))
     assert other_frame.locator(".chat-msg").count() == 0
     assert "Warranty?" not in other_frame.locator("body").inner_text()
     assert other_frame.locator("#chat-send").inner_text() == "发送"
