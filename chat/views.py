@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -148,15 +149,19 @@ def message_feedback(request: HttpRequest, message_id: int) -> JsonResponse:
     message = Message.objects.filter(pk=message_id, conversation__user_id=request.user.pk).first()
     if message is None or message.conversation.parent_id is not None:
         raise Http404("No such message.")
-    data = feedback_body(request)
+    return rate_reply(message=message, user=request.user, data=feedback_body(request), source=ConversationSource.CHAT)
+
+
+def rate_reply(*, message: Message, user: Any, data: dict, source: str) -> JsonResponse:
+    """Record `user`'s rating of `message` from a page's posted `data` ({"rating", "comment"}) and answer the page:
+    the chat page's and the widget's feedback views both end here."""
     rating = parse_rating(data.get("rating"))
     if rating is None:
         return JsonResponse({"error": _("Rate with 1 (thumbs up) or -1 (thumbs down).")}, status=400)
     try:
         feedback = feedback_record(
-            message=message, user=request.user, rating=rating, comment=str(data.get("comment") or ""),
-            source=ConversationSource.CHAT,
-        )  # fmt: skip
+            message=message, user=user, rating=rating, comment=str(data.get("comment") or ""), source=source
+        )
     except ValidationError as error:
         return JsonResponse({"error": " ".join(error.messages)}, status=400)
     return JsonResponse({"message_id": message.pk, "rating": feedback.rating, "comment": feedback.comment})

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
 from django.shortcuts import render
 from django.templatetags.static import static
-from django.utils.translation import gettext as _
 from django.utils.translation import override
 from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_exempt
@@ -20,8 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import selectors
-from chat.views import feedback_body, page_labels
-from memory.feedback import feedback_record, parse_rating
+from chat.views import feedback_body, page_labels, rate_reply
 from memory.models import ConversationSource, Message
 from tenants.scope import tenant_scope
 from widget import visitors
@@ -125,14 +122,4 @@ def feedback(request: HttpRequest, token: str, message_id: int) -> JsonResponse:
         message = Message.objects.filter(pk=message_id, conversation=conversation).first()
         if message is None:
             raise Http404("No such message.")
-        rating = parse_rating(data.get("rating"))
-        if rating is None:
-            return JsonResponse({"error": _("Rate with 1 (thumbs up) or -1 (thumbs down).")}, status=400)
-        try:
-            saved = feedback_record(
-                message=message, user=conversation.user, rating=rating, comment=str(data.get("comment") or ""),
-                source=ConversationSource.WIDGET,
-            )  # fmt: skip
-        except ValidationError as error:
-            return JsonResponse({"error": " ".join(error.messages)}, status=400)
-    return JsonResponse({"message_id": message.pk, "rating": saved.rating, "comment": saved.comment})
+        return rate_reply(message=message, user=conversation.user, data=data, source=ConversationSource.WIDGET)
