@@ -339,7 +339,11 @@ class Event(TenantOwned):
         ordering = ["timestamp", "id"]
         verbose_name = _("memory event")
         verbose_name_plural = _("memory events")
-        indexes = [models.Index(fields=["tenant", "user", "key", "id"], name="memory_event_owner")]
+        indexes = [
+            models.Index(fields=["tenant", "user", "key", "id"], name="memory_event_owner"),
+            # A question that names a time reads the owner's events said in it (memory.longterm.events.walk).
+            models.Index(fields=["tenant", "user", "key", "timestamp"], name="memory_event_owner_time"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["tenant", "event_id"], name="memory_event_unique_event_id"),
             models.UniqueConstraint(fields=["tenant", "user", "key", "content_hash"], name="memory_event_unique_hash"),

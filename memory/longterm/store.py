@@ -272,16 +272,13 @@ class Scored:
         rows = rows[np.lexsort((self.ids[rows], -self.scores[rows]))]
         return [(int(self.ids[row]), float(self.scores[row])) for row in rows]
 
-    def of(self, ids: Sequence[int]) -> list[float]:
+    def of(self, ids: Sequence[int] | np.ndarray) -> list[float]:
         """The scores of `ids` (rows the collection does not hold score the lowest of all)."""
         if not len(self.ids):
             return [0.0] * len(ids)
-        wanted = np.asarray(list(ids), dtype=np.int64)
+        wanted = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids), dtype=np.int64)
         rows = np.clip(np.searchsorted(self.ids, wanted), 0, len(self.ids) - 1)
-        lowest = float(self.scores.min())
-        return [
-            float(self.scores[row]) if self.ids[row] == pk else lowest for row, pk in zip(rows, wanted, strict=True)
-        ]
+        return np.where(self.ids[rows] == wanted, self.scores[rows], self.scores.min()).astype(np.float64).tolist()
 
 
 def _standardised(scores: np.ndarray, eligible: np.ndarray, *, pad: float | None) -> tuple[np.ndarray, np.ndarray]:

@@ -76,17 +76,24 @@ def timeline(walked, *, budget_tokens: int, model: str = "gpt-4") -> tuple[list[
     seen: list[str] = []
     lines: list[str] = []
     costs: dict[str, int] = {}  # a passage's tokens, counted once (most passages stay as they were from one try on)
+    rendered: dict[tuple[int, ...], str] = {}  # a passage's line, by its events (rendered once, as its cost)
 
     def cost(line: str) -> int:
         if line not in costs:
             costs[line] = count_text(line, model) + LINE_COST
         return costs[line]
 
+    def render(run: list[Event]) -> str:
+        key = tuple(event.pk for event in run)
+        if key not in rendered:
+            rendered[key] = _render(run, outgoing)
+        return rendered[key]
+
     for event in walked.events:
         summary = store.normalise(event.content_summary)
         if _repeats(summary, seen):
             continue
-        trial = [_render(run, outgoing) for run in _passages([*taken, event], neighbours)]
+        trial = [render(run) for run in _passages([*taken, event], neighbours)]
         if sum(cost(line) for line in trial) > budget_tokens:
             continue
         taken.append(event)
