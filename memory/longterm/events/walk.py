@@ -284,11 +284,13 @@ def _walked(graph: _Graph, chosen: list[int], retrieved: list[int]) -> Walked:
         for link in graph.links.values()
         if link.source in inside and link.target in inside
     ]
-    rows = (
-        Event.objects.filter(id__in=chosen)
-        .select_related("superseded_by")
-        .defer("terms", "embedding", "superseded_by__terms", "superseded_by__embedding")
-    )
-    found = {event.pk: event for event in rows}
+    found = Event.objects.defer("terms", "embedding").in_bulk(chosen)
+    # The events that replaced some of them (their ids are shown): rare, so read apart rather than joined every time.
+    newer_ids = {event.superseded_by_id for event in found.values() if event.superseded_by_id}
+    if newer_ids:
+        newer = Event.objects.only("id", "event_id").in_bulk(newer_ids)
+        for event in found.values():
+            if event.superseded_by_id in newer:
+                event.superseded_by = newer[event.superseded_by_id]
     events = [found[pk] for pk in chosen if pk in found]
     return Walked(events=events, relations=edges, retrieved_ids=list(retrieved))
