@@ -136,6 +136,9 @@ class Message(TenantOwned):
     status = models.CharField(_("status"), max_length=10, choices=MessageStatus.choices, default=MessageStatus.COMPLETE)
     error_code = models.CharField(_("error code"), max_length=60, blank=True)
     usage = models.JSONField(_("usage"), null=True, blank=True)
+    # A reply's place in its turn's trace (W3C traceparent; empty when traces were off): feedback on the reply is
+    # recorded in that trace (memory.traces.feedback_exported).
+    trace_parent = models.CharField(_("trace"), max_length=64, blank=True, default="", editable=False)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:

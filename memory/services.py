@@ -17,6 +17,7 @@ from django.db import IntegrityError, NotSupportedError, transaction
 from django.db.models import Case, F, Func, JSONField, Value, When
 from django.utils import timezone
 
+from core import tracing
 from core.background import BackgroundLine
 from core.conf import setting
 from llm.messages import ChatMessage
@@ -138,6 +139,7 @@ def message_add(
     usage: dict[str, Any] | None = None,
     active: bool = True,
     return_existing: bool = True,
+    trace_parent: str = "",
 ) -> Message:
     """Store a message and make it active. A message whose client_id was already stored is found when the unique
     constraint refuses the insert (looking first would cost every turn a statement): it is returned as it was, or
@@ -157,6 +159,7 @@ def message_add(
                 status=status,
                 error_code=error_code,
                 usage=usage,
+                trace_parent=trace_parent,
             )
             if active:
                 context_ids_append(conversation, [message.pk])
@@ -233,6 +236,7 @@ def assistant_message_finish(
         error_code=error_code,
         usage=usage,
         active=status != MessageStatus.ERROR,
+        trace_parent=tracing.carrier().get("traceparent", ""),
     )
 
 

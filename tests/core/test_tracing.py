@@ -286,12 +286,17 @@ async def test_feedback_given_becomes_a_feedback_span(tenant, member, scripted_l
     conversation, _kb = await make_conversation(tenant, member, scripted_llm)
     scripted_llm.set_rules({"when": {}, "reply": {"text": "Hello."}})
     await turn(tenant, conversation, "Hi")
+    turn_spans = {item.context.span_id: item for item in spans.get_finished_spans()}
+    (root,) = [item for item in turn_spans.values() if item.parent is None]
     spans.clear()
     message = await database_sync_to_async(_rated_reply)(
         tenant, member, conversation, rating=-1, comment="too short 太短", source="widget"
     )
     (span,) = spans.get_finished_spans()
-    assert span.name == "feedback" and span.parent is None
+    # In the rated turn's trace, under the span that stored the reply.
+    assert span.name == "feedback" and span.context.trace_id == root.context.trace_id
+    assert span.parent is not None and span.parent.span_id in turn_spans
+    assert message.trace_parent.split("-")[1] == format(root.context.trace_id, "032x")
     assert dict(span.attributes) == {
         "agentplat.feedback.rating": -1,
         "agentplat.feedback.source": "widget",
@@ -305,6 +310,20 @@ async def test_feedback_given_becomes_a_feedback_span(tenant, member, scripted_l
     (event,) = span.events
     assert event.name == "gen_ai.evaluation.result"
     assert dict(event.attributes)["gen_ai.evaluation.score.value"] == -1.0
+
+
+async def test_feedback_on_a_reply_stored_with_traces_off_is_a_trace_of_its_own(tenant, member, scripted_llm):
+    conversation, _kb = await make_conversation(tenant, member, scripted_llm)
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Hello."}})
+    await turn(tenant, conversation, "Hi")  # traces off (the default): nothing to join later
+    exporter = _exporter(capture=False)
+    try:
+        message = await database_sync_to_async(_rated_reply)(tenant, member, conversation, rating=1, source="api")
+    finally:
+        tracing.reset()
+    assert message.trace_parent == ""
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "feedback" and span.parent is None
 
 
 async def test_a_feedback_comment_is_recorded_only_with_the_setting(tenant, member, scripted_llm, spans_with_text):
