@@ -7,7 +7,7 @@ memory recall tuned on the two LoCoMo dev conversations.
         --data ~/.cache/agentplat-memory-bench/realtalk.json
 
 REALTALK (github danny911kr/REALTALK, Lee et al. 2025, arXiv 2502.13270) is ten real messaging-app conversations
-between two people over 21 days (16-25 sessions, 410-1,548 messages each, 8,944 in all) with memory-probing
+between two people over 21 days (18-25 sessions, 410-1,548 messages each, 8,944 in all) with memory-probing
 questions in LoCoMo's layout: each question has the dia_ids of its evidence turns and a category (1 multi-hop,
 2 temporal, 3 commonsense inference, which the bench scores as LoCoMo's 3). The repository has no licence file,
 so the data is not shipped here: this script reads the ten files `data/Chat_<n>_<names>.json` from a copy and
@@ -17,9 +17,10 @@ The repository's data/locomo/ folder (LoCoMo split by conversation) is never rea
 What the conversion does: a message's `clean_text` becomes the turn's text (its photo caption kept as LoCoMo's
 `blip_caption`), a session's date ("29.12.2023, 22:42:04", its first message's) is written as LoCoMo's
 "10:42 pm on 29 December, 2023". Evidence ids are read as the annotators typed them ("D1:11; D3:18", "D 2:18",
-"D20:17.", "23:29"); 135 of the 1,745 name a message missing from the conversation (dia_ids skip, e.g. D20:10
-between D20:9 and D20:11): no method can find those, so they are dropped from the question's evidence, and a
-question left with no evidence is dropped; the script prints how many per conversation.
+"D20:17.", "23:29"); 136 of the 1,791 name a message missing from the conversation (dia_ids skip, e.g. D20:10
+between D20:9 and D20:11): no method can find those, so they are dropped from the question's evidence, and the
+22 questions (of 728) left with no evidence are dropped; the script prints how many per conversation. The set:
+706 questions (288 multi-hop, 313 temporal, 105 commonsense), 1,655 evidence turns, 8,944 turns.
 
 Needs: `make install` (the standard library and git only); a copy of github danny911kr/REALTALK (the `fetch` tool's
 git directory, a checkout, or a folder holding the Chat_*.json files).
