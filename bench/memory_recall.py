@@ -4,11 +4,14 @@ the cost of recall on the reply path (issue 14, point 7).
     .venv/bin/python bench/memory_recall.py                         # SQLite temp file; quality, then 10,000 events
     .venv/bin/python bench/memory_recall.py --database postgres     # PostgreSQL 127.0.0.1:5432 (bench db made, dropped)
     .venv/bin/python bench/memory_recall.py --events 0 --per-sample # quality only, with a table per conversation
+    .venv/bin/python bench/memory_recall.py --events 0 --per-sample --data ~/.cache/agentplat-memory-bench/realtalk.json
+                                                                    # the held-out set (bench/realtalk_build.py)
 
 Data (read in place, never copied): ../shared/data/memory/locomo_dev.json, two LoCoMo conversations (conv-26:
 Caroline and Melanie, conv-30: Jon and Gina; 19 sessions each, 788 turns) and their questions with the dia_ids of
 their evidence. Categories 1-4 are scored (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop; 5, adversarial,
-has no evidence to find).
+has no evidence to find). --data reads another set in the same shape instead: REALTALK, ten real conversations
+that bench/realtalk_build.py converts from a fetched copy (a held-out check: nothing is tuned on it).
 
 Storing, through the real pipeline: per LoCoMo conversation a tenant user talks to one agent; each session is one
 Conversation (agents.services.conversation_start), its turns are memory.models.Message rows (memory.services.
@@ -649,6 +652,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10000, help="events of the latency test (0: skip it)")
     parser.add_argument("--rounds", type=int, default=1, help="timed passes over the questions")
     parser.add_argument("--per-sample", action="store_true", help="also a table per LoCoMo conversation")
+    parser.add_argument("--data", type=Path, default=LOCOMO, help=f"conversations in LoCoMo's shape (default {LOCOMO})")
     parser.add_argument(
         "--tune", action="append", default=[], metavar="NAME=V1,V2",
         help="try values of a constant on each dev half (MEMORY_EVENTS_TOP_K=5,10; walk.HOP_SHARE=0.25,0.5)",
@@ -656,9 +660,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL bench database")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "agentplat-memory-bench" / "vectors.sqlite3"))
     args = parser.parse_args()
-    require_data(LOCOMO)
+    require_data(args.data)
 
-    samples = load_locomo()
+    samples = load_locomo(args.data)
     url = prepare_database(args.database)
     setup_django("memory-bench-")
     from django.db import connection, connections
@@ -668,7 +672,7 @@ def main() -> None:
     from tenants.models import Tenant
     from tenants.scope import tenant_scope
 
-    print(f"database: {connection.vendor} ({url.split('@')[-1]}); data: {LOCOMO.name}")
+    print(f"database: {connection.vendor} ({url.split('@')[-1]}); data: {args.data.name}")
     print(
         "extraction: offline rules (mode 'rules'): one event per message, entities by rules, `follows` within a "
         "session and `refers_to` by a shared entity; no `causes`, no supersession, no `resolves` (those need the "
