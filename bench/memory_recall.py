@@ -214,12 +214,24 @@ class _Clock:
         return self.when
 
 
+class _SeededIds:
+    """Stands in for `secrets` where event ids are made: the same random-looking suffixes on every run. The ids are
+    in the lines the reply sees, so their token counts decide which events fit the budget at its edge ("shown")."""
+
+    def __init__(self, seed: str) -> None:
+        self.random = random.Random(seed)
+
+    def token_hex(self, nbytes: int) -> str:
+        return self.random.randbytes(nbytes).hex()
+
+
 def store_sample(tenant, sample: Sample) -> tuple:
     """The sample's sessions stored as conversations of one user with one agent, through the real pipeline."""
     from django.contrib.auth import get_user_model
 
     from agents.services import agent_create, conversation_start
     from memory.longterm import extraction
+    from memory.longterm.events import storing
     from memory.longterm.recall import owner_of
     from memory.services import message_add
 
@@ -230,6 +242,7 @@ def store_sample(tenant, sample: Sample) -> tuple:
     )  # fmt: skip
     exchanges = alone = 0
     conversation = None
+    ids = _SeededIds(sample.sample_id)
     for session in sample.sessions:
         conversation = conversation_start(agent=agent, user=user, title=f"{sample.sample_id} session {session.number}")
         opener = session.turns[0].speaker
@@ -245,7 +258,8 @@ def store_sample(tenant, sample: Sample) -> tuple:
                 pairs[-1] = (pairs[-1][0], message)
             else:
                 pairs.append((message, None))
-        with mock.patch.object(extraction, "timezone", _Clock(session.when)):
+        clock = mock.patch.object(extraction, "timezone", _Clock(session.when))
+        with clock, mock.patch.object(storing, "secrets", ids):
             for first, reply in pairs:
                 extraction.turn_memory_extract(
                     conversation=conversation, user_message_id=first.pk,
