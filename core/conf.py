@@ -37,10 +37,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("HTTP_TOOL_MAX_BYTES", "int", 1_000_000, "The http_request tool: the largest response body it reads."),
     Setting(
         "HTTP_TOOL_BLOCKED_NETWORKS",
-        None,
-        None,
-        "The networks the http_request tool never reaches; None: every range that is not the public internet "
-        "(agents/tools/http.py). Tests unblock loopback to reach a local server.",
+        "list",
+        [],
+        "The networks the http_request tool never reaches, comma-separated CIDRs; empty: every range that is not the "
+        "public internet (agents/tools/http.py). Tests unblock loopback to reach a local server.",
     ),
     # --- MCP (docs/mcp.md): tenants' MCP servers, and the platform served as one ---
     Setting(
@@ -57,7 +57,7 @@ SETTINGS: tuple[Setting, ...] = (
         "The longest MCP tool result handed to a model, in characters; a longer one is cut, with a note saying so.",
     ),
     # --- Plans (docs/plans.md) ---
-    Setting("PLAN_MAX_CONCURRENCY", None, 4, "Steps run at once when a plan allows concurrency."),
+    Setting("PLAN_MAX_CONCURRENCY", "int", 4, "Steps run at once when a plan allows concurrency."),
     Setting(
         "PLAN_ASK_TIMEOUT_SECONDS",
         "float",
