@@ -56,8 +56,10 @@ class AgentConfig:
     def reply_tokens(self, asked: int | None = None) -> int | None:
         """The max_tokens of a model call: what an API client `asked` for within the agent's cap (the smaller of
         the two), the cap when the client asked nothing, None when neither limits the reply."""
-        if asked is None or self.max_reply_tokens is None:
-            return self.max_reply_tokens if asked is None else asked
+        if self.max_reply_tokens is None:
+            return asked
+        if asked is None:
+            return self.max_reply_tokens
         return min(asked, self.max_reply_tokens)
 
     def pack_refusals(self, tenant: Tenant) -> list[str]:
