@@ -52,7 +52,7 @@ class AgentAdmin(TenantOwnedAdmin):
     readonly_fields = ["slug", "feedback"]
     fieldsets = [
         (None, {"fields": ["tenant", "name", "slug", "description", "kind", "active", "feedback"]}),
-        (_("Model"), {"fields": ["system_prompt", "provider", "model", "temperature"]}),
+        (_("Model"), {"fields": ["system_prompt", "provider", "model", "temperature", "max_reply_tokens"]}),
         (_("Tools and knowledge"), {"fields": ["tools", "knowledge_bases"]}),
         (_("Long-term memory"), {"fields": ["long_term_memory", "memory_extraction"]}),
         (

@@ -50,6 +50,17 @@ class AgentConfig:
     # Long-term memory (memory.longterm): recalled before each turn, extracted after it by this mode.
     long_term_memory: bool = False
     memory_extraction: str = "model"
+    # The agent's longest reply in tokens (None: no cap): every model call of a turn asks for at most this.
+    max_reply_tokens: int | None = None
+
+    def reply_tokens(self, asked: int | None = None) -> int | None:
+        """The max_tokens of a model call: what an API client `asked` for within the agent's cap (the smaller of
+        the two), the cap when the client asked nothing, None when neither limits the reply."""
+        if self.max_reply_tokens is None:
+            return asked
+        if asked is None:
+            return self.max_reply_tokens
+        return min(asked, self.max_reply_tokens)
 
     def pack_refusals(self, tenant: Tenant) -> list[str]:
         """Why this configuration may not run in `tenant` (empty: it may); see `pack_refusals`."""
@@ -103,6 +114,7 @@ def agent_config(
     if knowledge_base_ids and KNOWLEDGE_TOOL not in tool_names:
         tool_names.append(KNOWLEDGE_TOOL)
     temperature = snapshot.get("temperature")
+    reply_cap = snapshot.get("max_reply_tokens")
     return AgentConfig(
         agent_id=agent.pk,
         name=str(snapshot.get("name") or agent.name),
@@ -119,6 +131,7 @@ def agent_config(
         model_is_own=bool(own_model),
         long_term_memory=bool(snapshot.get("long_term_memory")),
         memory_extraction=str(snapshot.get("memory_extraction") or "model"),
+        max_reply_tokens=int(reply_cap) if reply_cap else None,
     )
 
 

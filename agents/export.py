@@ -25,7 +25,7 @@ FORMAT = "agent-platform/agent"
 FORMAT_VERSION = 1
 FIELDS = (
     "name", "description", "system_prompt", "model", "temperature", "kind", "tools", "token_overflow_config",
-    "long_term_memory", "memory_extraction",
+    "long_term_memory", "memory_extraction", "max_reply_tokens",
 )  # fmt: skip
 
 

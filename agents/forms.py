@@ -15,7 +15,7 @@ from django import forms
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
-from agents.models import Agent, MemoryExtraction
+from agents.models import MAX_REPLY_TOKENS, REPLY_TOKENS_TOO_FEW, REPLY_TOKENS_TOO_MANY, Agent, MemoryExtraction
 from agents.services import EDITABLE_FIELDS
 from agents.tools import all_tools, get_tool, tools_available
 from llm.models import ModelProvider
@@ -102,6 +102,15 @@ class AgentForm(forms.ModelForm):
         widget=forms.CheckboxSelectMultiple,
         help_text=_("The tools the agent may call; the model is offered these and no others."),
     )
+    # Declared here for its messages: the model field's form field would say Django's own for a negative number.
+    max_reply_tokens = forms.IntegerField(
+        label=Agent._meta.get_field("max_reply_tokens").verbose_name,
+        required=False,
+        min_value=1,
+        max_value=MAX_REPLY_TOKENS,
+        error_messages={"min_value": REPLY_TOKENS_TOO_FEW, "max_value": REPLY_TOKENS_TOO_MANY},
+        help_text=Agent._meta.get_field("max_reply_tokens").help_text,
+    )
     overflow_strategy = forms.ChoiceField(
         label=_("token overflow strategy"),
         choices=[(value, label) for value, label, _help in STRATEGY_CHOICES],
@@ -155,6 +164,7 @@ class AgentForm(forms.ModelForm):
             "provider",
             "model",
             "temperature",
+            "max_reply_tokens",
             "tools",
             "long_term_memory",
             "memory_extraction",

@@ -46,7 +46,8 @@ class AgentKind(models.TextChoices):
     GOAL = "goal", _("long-lived goal agent")
 
 
-# The configuration a version freezes; AgentVersion.snapshot holds these keys (plus provider_id).
+# The configuration a version freezes; AgentVersion.snapshot holds these keys (plus provider_id; max_reply_tokens
+# only when set).
 SNAPSHOT_FIELDS = (
     "name",
     "description",
@@ -58,7 +59,14 @@ SNAPSHOT_FIELDS = (
     "token_overflow_config",
     "long_term_memory",
     "memory_extraction",
+    "max_reply_tokens",
 )
+
+# The most an agent's longest reply may be set to, in tokens: above the largest output any current chat model
+# writes in one reply (128K), so a real setting is never refused and a typo of a few extra digits is.
+MAX_REPLY_TOKENS = 128_000
+REPLY_TOKENS_TOO_FEW = _("Enter a whole number of tokens above 0, or leave the field empty for no limit.")
+REPLY_TOKENS_TOO_MANY = _("The longest reply may be at most %(limit_value)s tokens.")
 
 
 class MemoryExtraction(models.TextChoices):
@@ -99,6 +107,21 @@ class Agent(TenantOwned):
     )
     temperature = models.FloatField(
         _("temperature"), default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
+    )
+    # Not token_overflow_config's max_tokens (the context window the overflow strategies fit the prompt into): the
+    # `max_tokens` of each model call of a turn, which an API client's own max_tokens may lower but not raise.
+    max_reply_tokens = models.PositiveIntegerField(
+        _("Longest reply (tokens)"),
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(1, message=REPLY_TOKENS_TOO_FEW),
+            MaxValueValidator(MAX_REPLY_TOKENS, message=REPLY_TOKENS_TOO_MANY),
+        ],
+        help_text=_(
+            "The most tokens the model may write in one reply; a longer reply is cut there. Empty: no limit (the "
+            "model's own). An API client's max_tokens may ask for less, never more."
+        ),
     )
     kind = models.CharField(_("kind"), max_length=20, choices=AgentKind.choices, default=AgentKind.CHAT)
     tools = models.JSONField(
@@ -189,6 +212,10 @@ class Agent(TenantOwned):
         data["provider_id"] = self.provider_id
         data["token_overflow_config"] = self.overflow_config().to_dict()
         data["knowledge_base_ids"] = sorted(self.knowledge_bases.values_list("pk", flat=True)) if self.pk else []
+        if data["max_reply_tokens"] is None:
+            # No cap is what a version published before the setting existed means too: left out, such a version
+            # still equals its unchanged draft (agent_ensure publishes nothing new for it).
+            del data["max_reply_tokens"]
         if self.kind == AgentKind.WORKFLOW:
             # A version freezes the workflow document too: editing the workflow later leaves ongoing
             # conversations on the one they started with (A2).

@@ -23,6 +23,7 @@ EDITABLE_FIELDS = (
     "provider",
     "model",
     "temperature",
+    "max_reply_tokens",
     "kind",
     "tools",
     "token_overflow_config",

@@ -247,7 +247,7 @@ class _Loop:
             return await self._combined_answer(finished.text)
         if self.wants_json and finished.finish_reason != "length":
             return await self._json_answer(finished, messages, schemas)
-        if self.wants_json:  # cut by the client's max_tokens: said as it came, as OpenAI does
+        if self.wants_json:  # cut by max_tokens (the client's or the agent's): said as it came, as OpenAI does
             await self.turn.say(finished.text)
         return await self.turn.finish(finished.text, finish_reason=finished.finish_reason or "stop")
 
@@ -304,17 +304,18 @@ class _Loop:
         return finished
 
     def _asked(self) -> dict[str, Any]:
-        """The API client's wishes for the model call (llm.options), over the agent's temperature."""
-        options = self.turn.options
+        """The API client's wishes for the model call (llm.options), over the agent's temperature and within its
+        longest reply."""
+        config, options = self.turn.config, self.turn.options
         if options is None:
-            return {"temperature": self.turn.config.temperature}
-        temperature = options.temperature if options.temperature is not None else self.turn.config.temperature
+            return {"temperature": config.temperature, "max_tokens": config.reply_tokens()}
+        temperature = options.temperature if options.temperature is not None else config.temperature
         tool_choice = options.tool_choice if self.client_tools or self.setup.tools else None
         if self.calls_made and tool_choice not in (None, "none"):
             tool_choice = "auto"  # a forced call is the turn's first; after the agent's tools ran, the model answers
         self.calls_made += 1
-        return {"temperature": temperature, "max_tokens": options.max_tokens, "tool_choice": tool_choice,
-                "options": options}  # fmt: skip
+        return {"temperature": temperature, "max_tokens": config.reply_tokens(options.max_tokens),
+                "tool_choice": tool_choice, "options": options}  # fmt: skip
 
     async def _combined_answer(self, answer: str) -> TurnResult:
         """The end of a combined answer: the reply is its `user_reply` (what was not streamed yet is sent now), the

@@ -13,7 +13,8 @@ Two ways to give the context:
 The client's own `tools` are offered to the agent's model beside the agent's tools (which still run here); a call
 of one ends the reply with `finish_reason: "tool_calls"`, and the client's next request (the whole history, with the
 assistant's tool calls and its `tool` messages after the last user message) continues the turn. `response_format`,
-`max_tokens`, `temperature`, `top_p`, `stop` and `seed` go to the model (llm.options); `n` > 1 is refused.
+`max_tokens` (within the agent's longest reply), `temperature`, `top_p`, `stop` and `seed` go to the model
+(llm.options); `n` > 1 is refused.
 
 The turn is the chat's turn (engine.turns): stored, claimed, streamed to open chat pages as well, stopped when the
 client goes away. Answers follow OpenAI's shapes; what only this platform knows (the conversation id, tool and plan

@@ -133,8 +133,8 @@ class AgentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Agent
-        fields = ["id", "slug", "name", "description", "kind", "active", "model", "temperature", "tools",
-                  "published_version", "created_at", "updated_at"]  # fmt: skip
+        fields = ["id", "slug", "name", "description", "kind", "active", "model", "temperature", "max_reply_tokens",
+                  "tools", "published_version", "created_at", "updated_at"]  # fmt: skip
         read_only_fields = fields
 
 
@@ -170,6 +170,10 @@ class AgentWriteSerializer(serializers.Serializer):
     system_prompt = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     model = serializers.CharField(required=False, allow_blank=True, max_length=200)
     temperature = serializers.FloatField(required=False, min_value=0.0, max_value=2.0)
+    # Checked by the model (agents.models: its messages and maximum); null: no cap.
+    max_reply_tokens = serializers.IntegerField(
+        required=False, allow_null=True, help_text="The longest reply in tokens (null: no cap, the model's own)."
+    )
     kind = serializers.ChoiceField(choices=AgentKind.choices, required=False)
     tools = serializers.ListField(child=serializers.CharField(), required=False)
     token_overflow_config = serializers.DictField(required=False)

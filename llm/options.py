@@ -23,7 +23,7 @@ class CallOptions:
     tools: tuple[Mapping[str, Any], ...] = ()  # OpenAI function tools the client runs
     tool_choice: Any = None  # "none" | "auto" | "required" | {"type": "function", "function": {"name": ...}}
     response_format: Mapping[str, Any] | None = None  # {"type": "json_object"} or {"type": "json_schema", ...}
-    max_tokens: int | None = None
+    max_tokens: int | None = None  # as asked; the turn sends it within the agent's longest reply (AgentConfig)
     temperature: float | None = None
     top_p: float | None = None
     stop: tuple[str, ...] = ()

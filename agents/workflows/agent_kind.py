@@ -69,6 +69,7 @@ class WorkflowRunner(TurnRunner):
             "provider": config.provider,
             "model": config.model,
             "temperature": config.temperature,
+            "max_tokens": config.reply_tokens(),
             "on_step": on_step,
             "document_yaml": config.workflow_yaml,
             "stop": turn.stop,

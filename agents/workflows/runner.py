@@ -195,6 +195,7 @@ class _RunState:
     temperature: float | None
     stop: asyncio.Event | None
     on_step: StepHook | None
+    max_tokens: int | None = None  # the agent's longest reply: an llm step's output is cut there
 
     def answering(self, step: Step) -> bool:
         """The message answers this step's question (the run resumes at it)."""
@@ -218,7 +219,7 @@ async def _step_llm(step: Step, entry: dict[str, Any], state: _RunState) -> dict
     entry["inputs"] = {"prompt": prompt, **({"system": system} if system else {})}
     call = state.call
     text = await _call_model(call.tenant, state.provider, state.model, state.temperature, prompt, system,
-                             call.agent_id, call.conversation_id, state.stop)  # fmt: skip
+                             call.agent_id, call.conversation_id, state.stop, max_tokens=state.max_tokens)  # fmt: skip
     return _assign(step, text)
 
 
@@ -321,6 +322,7 @@ async def run_workflow(
     provider: ModelProvider | None = None,
     model: str | None = None,
     temperature: float | None = None,
+    max_tokens: int | None = None,
     agent_id: int | None = None,
     conversation_id: int | None = None,
     user_id: int | None = None,
@@ -337,6 +339,7 @@ async def run_workflow(
 
     `context` is the tool context the run starts from (the conversation's, A5). Setting `stop` ends the run
     "stopped" before its next step (an llm step stops at its next chunk); the steps done so far stay in the log.
+    `max_tokens` bounds each llm step's output (the workflow agent's longest reply).
     """
     variables: dict[str, Any] = dict(resume.variables) if resume else {}
     context = dict(resume.context) if resume else dict(context or {})
@@ -349,7 +352,8 @@ async def run_workflow(
     call = ToolCallContext(tenant=tenant, user_id=user_id, agent_id=agent_id, conversation_id=conversation_id,
                            context=context, knowledge_base_ids=knowledge_base_ids)  # fmt: skip
     state = _RunState(run=run, message=message, inputs=inputs or {}, resume=resume, call=call, provider=provider,
-                      model=model, temperature=temperature, stop=stop, on_step=on_step)  # fmt: skip
+                      model=model, temperature=temperature, stop=stop, on_step=on_step,
+                      max_tokens=max_tokens)  # fmt: skip
     for step in workflow.steps[ids.index(resume.step) if resume else 0 :]:
         if stop is not None and stop.is_set():
             run.status = "stopped"
@@ -390,6 +394,8 @@ async def _call_model(
     agent_id: int | None,
     conversation_id: int | None,
     stop: asyncio.Event | None = None,
+    *,
+    max_tokens: int | None = None,
 ) -> str:
     if provider is None:
         provider = await database_sync_to_async(default_provider)(tenant=tenant)
@@ -402,6 +408,7 @@ async def _call_model(
         model=model or provider.default_chat_model,
         messages=messages,
         temperature=temperature,
+        max_tokens=max_tokens,
         purpose="chat",
         agent_id=agent_id,
         conversation_id=conversation_id,
