@@ -304,7 +304,7 @@ async def run_turn(
         options=options,
     )
     if config.long_term_memory:
-        turn.recalled = await database_sync_to_async(_recall)(conversation, user_message, config)
+        turn.recalled = await database_sync_to_async(_recall)(conversation, user_message, config, stored_context)
     result = await runner_for(config.kind).execute(turn)
     if config.long_term_memory and result.status in (TurnStatus.COMPLETED, TurnStatus.INTERRUPTED):
         # After the reply is stored and its done frame sent: extraction never delays the reply.
@@ -318,10 +318,12 @@ async def run_turn(
     return result
 
 
-def _recall(conversation: Conversation, user_message: Message, config: AgentConfig) -> Recalled:
+def _recall(
+    conversation: Conversation, user_message: Message, config: AgentConfig, context: ConversationContext | None
+) -> Recalled:
     """The turn's long-term memories; a failure of recall is logged and the turn goes on without them."""
     try:
-        return recall_for_turn(conversation, user_message.content, model=config.model or "gpt-4")
+        return recall_for_turn(conversation, user_message.content, model=config.model or "gpt-4", context=context)
     except Exception:
         logger.exception("memory recall failed conversation=%s", conversation.pk)
         return Recalled()

@@ -625,7 +625,14 @@ def measure_latency(conversation, questions: list[str], rounds: int) -> None:
     from django.db import connection
 
     from knowledge.retrieval import clear_query_vectors
-    from memory.longterm.recall import recall_for_turn
+    from memory.longterm.recall import recall_for_turn as recall
+    from memory.models import ConversationContext
+
+    # As a turn calls it: with the conversation's context row, which the turn has read already.
+    context = ConversationContext.objects.filter(conversation=conversation).first()
+
+    def recall_for_turn(conversation, question):
+        return recall(conversation, question, context=context)
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

@@ -53,9 +53,15 @@ def _fits(line: str, used: int, budget: int, model: str) -> int | None:
 
 @tracing.traced("memory_recall", before=traces.recall_attributes, after=traces.recall_result)
 def recall_for_turn(
-    conversation: Conversation, query: str, *, model: str = "gpt-4", now: dt.datetime | None = None
+    conversation: Conversation,
+    query: str,
+    *,
+    model: str = "gpt-4",
+    now: dt.datetime | None = None,
+    context: ConversationContext | None = None,
 ) -> Recalled:
-    """The memories of the next turn for `query` (call inside the tenant scope)."""
+    """The memories of the next turn for `query` (call inside the tenant scope). `context`: the conversation's
+    context row when the caller has read it this turn (read here otherwise)."""
     query = (query or "").strip()
     if not query:
         return Recalled()
@@ -82,7 +88,7 @@ def recall_for_turn(
             used_items.append({"kind": "memory", "id": item.pk, "text": item.text, "level": item.level})
             spent += cost
     # Older turns of this conversation that are no longer in the context.
-    for turn in _old_turns(conversation, query):
+    for turn in _old_turns(conversation, query, context):
         line = f"(earlier in this conversation) {turn.text}"
         cost = _fits(line, spent, budget, model)
         if cost is not None:
@@ -92,9 +98,12 @@ def recall_for_turn(
     return Recalled(lines=lines, used=used_items)
 
 
-def _old_turns(conversation: Conversation, query: str) -> list[TurnMemory]:
-    active = ConversationContext.objects.filter(conversation=conversation).values_list("active_messages", flat=True)
-    active_ids = active.first() or []
+def _old_turns(conversation: Conversation, query: str, context: ConversationContext | None) -> list[TurnMemory]:
+    if context is not None and context.conversation_id == conversation.pk:
+        active_ids = context.active_messages or []
+    else:
+        active = ConversationContext.objects.filter(conversation=conversation).values_list("active_messages", flat=True)
+        active_ids = active.first() or []
     if not active_ids:
         return []
     first_active = min(active_ids)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from django.db.models import Q
+from django.db.models import Case, CharField, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 
 from memory.longterm import store
@@ -83,7 +83,15 @@ class _Link(NamedTuple):  # a tuple: a walk reads hundreds of them per recall, a
 class _Graph:
     """The relations a walk has read, by event: each event's relations are read once, a step's in one query."""
 
-    FIELDS = ("id", "source_id", "target_id", "kind", "target__action_type")
+    FIELDS = ("id", "source_id", "target_id", "kind", "target_action")
+
+    # The action of a `follows` link's target (what `previous` needs), looked up by primary key per such row. A join
+    # to the events instead lets PostgreSQL hash the owner's whole event table once the id lists grow (a question
+    # naming a time: 60 ids, 15 ms against 4 ms at 10,000 events).
+    @staticmethod
+    def target_action() -> Case:
+        action = Event.objects.filter(pk=OuterRef("target_id")).values("action_type")[:1]
+        return Case(When(kind=RelationKind.FOLLOWS, then=Subquery(action)), default=Value(""), output_field=CharField())
 
     def __init__(self) -> None:
         self.links: dict[int, _Link] = {}
@@ -95,7 +103,11 @@ class _Graph:
         missing = [pk for pk in dict.fromkeys(ids) if pk not in self.read]
         if missing:
             touching = Q(source_id__in=missing) | Q(target_id__in=missing)  # PostgreSQL: a BitmapOr of the two indexes
-            rows = EventRelation.objects.filter(touching).values_list(*self.FIELDS)
+            rows = (
+                EventRelation.objects.filter(touching)
+                .annotate(target_action=self.target_action())
+                .values_list(*self.FIELDS)
+            )
             for row in rows:
                 link = _Link._make(row)
                 if link.pk not in self.links:
