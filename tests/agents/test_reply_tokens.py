@@ -28,11 +28,11 @@ EN = {"HTTP_ACCEPT_LANGUAGE": "en"}
 ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-hans"}
 TOO_FEW = {
     "en": "Enter a whole number of tokens above 0, or leave the field empty for no limit.",
-    "zh-hans": "请输入大于 0 的整数 token 数，或留空表示不限制。",
+    "zh-hans": "请输入大于 0 的整数 Token 数，或留空表示不限制。",
 }
 TOO_MANY = {
     "en": f"The longest reply may be at most {MAX_REPLY_TOKENS} tokens.",
-    "zh-hans": f"单次回复最多只能设为 {MAX_REPLY_TOKENS} 个 token。",
+    "zh-hans": f"单次回复最多只能设为 {MAX_REPLY_TOKENS} 个 Token。",
 }
 
 
@@ -198,7 +198,7 @@ def test_the_form_sets_changes_and_clears_the_cap(login, tenant_admin, tenant, p
     client = login(tenant_admin, tenant)
     page = client.get(reverse("agents:create"), **EN).content.decode()
     assert 'name="max_reply_tokens"' in page and "Longest reply (tokens)" in page
-    assert "单次回复最多 token 数" in client.get(reverse("agents:create"), **ZH).content.decode()
+    assert "单次回复最多 Token 数" in client.get(reverse("agents:create"), **ZH).content.decode()
 
     assert client.post(reverse("agents:create"), _form(max_reply_tokens="512"), **EN).status_code == 302
     with tenant_scope(tenant):

@@ -99,7 +99,7 @@ def test_the_rest_api_reads_writes_and_checks_the_cap(published, tenant_admin, m
         assert refused.status_code == 400
         assert refused.json()["error"]["fields"]["max_reply_tokens"] == [message]
     chinese = _api(secret, "zh-hans").patch(url, {"max_reply_tokens": 0}, "application/json")
-    assert chinese.json()["error"]["fields"]["max_reply_tokens"] == ["请输入大于 0 的整数 token 数，或留空表示不限制。"]
+    assert chinese.json()["error"]["fields"]["max_reply_tokens"] == ["请输入大于 0 的整数 Token 数，或留空表示不限制。"]
     cleared = client.patch(url, {"max_reply_tokens": None}, "application/json")
     assert cleared.status_code == 200 and cleared.json()["max_reply_tokens"] is None
 
