@@ -210,10 +210,12 @@ def test_the_form_sets_changes_and_clears_the_cap(login, tenant_admin, tenant, p
     assert '<dd id="agent-max-reply-tokens">512</dd>' in detail
 
     assert client.post(edit, _form(max_reply_tokens=str(MAX_REPLY_TOKENS)), **EN).status_code == 302
-    agent.refresh_from_db()
+    with tenant_scope(tenant):  # row-level security on PostgreSQL: the row is read in its tenant's scope
+        agent.refresh_from_db()
     assert agent.max_reply_tokens == MAX_REPLY_TOKENS
     assert client.post(edit, _form(), **EN).status_code == 302  # empty: no cap
-    agent.refresh_from_db()
+    with tenant_scope(tenant):
+        agent.refresh_from_db()
     assert agent.max_reply_tokens is None
     detail = client.get(reverse("agents:detail", args=[agent.pk]), **ZH).content.decode()
     assert "不限制（使用模型自身的上限）" in detail
