@@ -19,6 +19,7 @@ from agents.workflows.services import workflow_save
 from core.db import database_sync_to_async
 from llm import tokens
 from tenants.scope import all_tenants, tenant_scope
+from tests.agents.test_views import _form as views_form
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import user_turn
 
@@ -174,24 +175,9 @@ def provider(tenant):
 
 
 def _form(**overrides):
-    data = {
-        "name": "Grid helper",
-        "description": "Explains the grid.",
-        "kind": "chat",
-        "active": "on",
-        "system_prompt": "Explain the grid.",
-        "provider": "",
-        "model": "",
-        "temperature": "0.7",
-        "max_reply_tokens": "",
-        "overflow_strategy": "none",
-        "overflow_preset": "",
-        "overflow_max_tokens": "",
-        "overflow_reserve_ratio": "0.1",
-        "overflow_summary_threshold": "20",
-    }
-    data.update(overrides)
-    return data
+    """The agent form as tests/agents/test_views.py fills it, without a context strategy."""
+    fields = {"overflow_strategy": "none", "overflow_max_tokens": "", "max_reply_tokens": "", **overrides}
+    return views_form(**fields)
 
 
 def test_the_form_sets_changes_and_clears_the_cap(login, tenant_admin, tenant, provider):

@@ -26,6 +26,14 @@ def capped(published, tenant):
     return published.solar
 
 
+@pytest.fixture
+def long_replies(asgi_live_server, tenant_admin, make_key, scripted_llm) -> openai.OpenAI:
+    """The openai SDK on the live server with the tenant admin's key; the scripted model writes 60 tokens."""
+    scripted_llm.set_rules({"name": "long", "when": {}, "reply": {"text_tokens": 60}})
+    _key, secret = make_key(tenant_admin)
+    return _client(asgi_live_server, secret)
+
+
 def _client(server, secret: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key=secret, max_retries=0, timeout=20)
 
@@ -35,12 +43,8 @@ def _words(text: str) -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_clients_max_tokens_is_capped_by_the_agent_and_a_smaller_one_kept(
-    asgi_live_server, capped, tenant_admin, make_key, scripted_llm
-):
-    scripted_llm.set_rules({"name": "long", "when": {}, "reply": {"text_tokens": 60}})
-    _key, secret = make_key(tenant_admin)
-    client = _client(asgi_live_server, secret)
+def test_a_clients_max_tokens_is_capped_by_the_agent_and_a_smaller_one_kept(capped, long_replies, scripted_llm):
+    client = long_replies
 
     above = client.chat.completions.create(model=capped.slug, messages=TALK, max_tokens=50)
     assert scripted_llm.requests()[-1]["body"]["max_tokens"] == CAP
@@ -62,12 +66,8 @@ def test_a_clients_max_tokens_is_capped_by_the_agent_and_a_smaller_one_kept(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_without_a_cap_the_clients_value_is_sent_as_before(
-    asgi_live_server, published, tenant_admin, make_key, scripted_llm
-):
-    scripted_llm.set_rules({"name": "long", "when": {}, "reply": {"text_tokens": 60}})
-    _key, secret = make_key(tenant_admin)
-    client = _client(asgi_live_server, secret)
+def test_without_a_cap_the_clients_value_is_sent_as_before(published, long_replies, scripted_llm):
+    client = long_replies
     asked = client.chat.completions.create(model=published.solar.slug, messages=TALK, max_tokens=50)
     assert scripted_llm.requests()[-1]["body"]["max_tokens"] == 50
     assert asked.choices[0].finish_reason == "length" and _words(asked.choices[0].message.content) == 50
