@@ -48,7 +48,7 @@ def feedback_exported(sender: Any, *, message: Any, rating: int, comment: str = 
     }
     attributes.update(_conversation_attributes(message))
     # In the rated turn's trace when its reply was stored with traces on (a span of its own otherwise).
-    parent = {"traceparent": message.trace_parent} if getattr(message, "trace_parent", "") else None
+    parent = {"traceparent": message.trace_parent} if message.trace_parent else None
     with tracing.resumed(parent), tracing.span("feedback", attributes):
         tracing.event("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "user_feedback",
                                                    "gen_ai.evaluation.score.value": float(rating)})  # fmt: skip
