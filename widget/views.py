@@ -1,11 +1,16 @@
 """The widget's pages: /embed.js (the snippet's script), the framed page /embed/<token>/ (only for the embed's
 allowed origins), the visitor's chat /embed/<token>/chat/ and feedback on its replies (docs/embed.md).
 
+The visitor's credentials (the frame's signed ticket and the visitor's id) travel only in POST bodies and the
+socket's first frame, never in a URL, which access logs and browser histories keep. A page load makes nothing: the
+visitor and their conversation are made with their first message (engine.admission).
+
 A refused request gets an empty 403: nothing of the agent, its tenant or the platform. Every page of a live embed
 carries `Content-Security-Policy: frame-ancestors <its origin>` instead of the site's 'none'."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
@@ -17,9 +22,11 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from agents.config import agent_config
+from agents.limits import message_limit
 from chat import selectors
 from chat.views import feedback_body, page_labels, rate_reply
-from memory.models import ConversationSource, Message
+from memory.models import Conversation, ConversationSource, Message
 from tenants.scope import tenant_scope
 from widget import visitors
 from widget.models import EmbedToken
@@ -48,8 +55,8 @@ def embed_script(request: HttpRequest) -> HttpResponse:
 @xframe_options_exempt
 @require_GET
 def frame(request: HttpRequest, token: str) -> HttpResponse:
-    """The page the bubble opens: refused unless the page framing it (Referer) is an allowed origin. It hands the
-    visitor's id (kept in this frame's storage by static/widget/boot.js) and a signed ticket to the chat page."""
+    """The page the bubble opens: refused unless the page framing it (Referer) is an allowed origin. Its
+    static/widget/boot.js posts the visitor's id (kept in this frame's storage) and a signed ticket to the chat page."""
     embed = visitors.token_lookup(token)
     origin = visitors.allowed_origin(embed, request.headers) if embed is not None else None
     if origin is None:
@@ -67,46 +74,74 @@ def frame(request: HttpRequest, token: str) -> HttpResponse:
     return _framed(response, [origin])
 
 
-def _visitor(request: HttpRequest, token: str, values: Any) -> tuple[EmbedToken, visitors.Ticket, Any] | None:
-    """The embed, the ticket and the visitor's conversation a request names; None: refused."""
+@dataclass(frozen=True)
+class _Visitor:
+    """What a request's body proved: its live embed, its ticket (the raw value too), the visitor's id, and their
+    conversation (None before their first message)."""
+
+    embed: EmbedToken
+    ticket: visitors.Ticket
+    ticket_value: str
+    visitor_id: str
+    conversation: Conversation | None
+
+
+def _visitor(token: str, values: Any) -> _Visitor | None:
+    """The visitor a POST body names (`ticket`, `visitor`); None: refused. Reads only: nothing is made before the
+    visitor's first message (the engine makes the visitor and their conversation with it)."""
     embed = visitors.token_lookup(token)
-    ticket = visitors.ticket_read(embed, values.get("ticket")) if embed is not None else None
-    if ticket is None:
+    ticket_value = str(values.get("ticket") or "")
+    ticket = visitors.ticket_read(embed, ticket_value) if embed is not None else None
+    visitor_id = str(values.get("visitor") or "")
+    if ticket is None or not visitors.VISITOR_ID.match(visitor_id):
         return None
     with tenant_scope(embed.tenant):
-        conversation = visitors.visitor_conversation(embed, str(values.get("visitor") or ""))
-    if conversation is None:
-        return None
-    return embed, ticket, conversation
+        conversation = visitors.visitor_conversation(embed, visitor_id)
+    return _Visitor(embed, ticket, ticket_value, visitor_id, conversation)
 
 
+def _chat_config(found: _Visitor) -> dict[str, Any]:
+    """The chat page's chat.js configuration. The ticket and the visitor's id go in the socket's first frame
+    (`socketAuth`) and in feedback's body, never in a URL: URLs end up in access logs."""
+    embed, conversation = found.embed, found.conversation
+    if conversation is not None:
+        last_seq = selectors.stream_resume_seq(conversation_id=conversation.pk)
+        limit = selectors.conversation_message_limit(conversation=conversation)
+    else:  # no conversation before the first message: the published version's limit
+        last_seq = 0
+        limit = message_limit(agent_config(agent=embed.agent, version=embed.agent.published_version()))
+    credentials = {"ticket": found.ticket_value, "visitor": found.visitor_id}
+    return {
+        "wsPath": f"/ws/embed/{embed.token}/",
+        "socketAuth": {"type": "visitor", **credentials},
+        "lastSeq": last_seq,
+        "maxChars": limit.chars,
+        "feedbackUrl": f"/embed/{embed.token}/messages/0/feedback/",
+        "feedbackFields": credentials,
+    }
+
+
+@csrf_exempt  # the visitor has no session: the signed ticket and the visitor's own id in the body are the credentials
 @never_cache
 @xframe_options_exempt
-@require_GET
+@require_POST
 def chat(request: HttpRequest, token: str) -> HttpResponse:
-    """The visitor's conversation: its history, then new turns over the widget's socket (static/js/chat.js)."""
-    found = _visitor(request, token, request.GET)
+    """The visitor's chat, posted to by static/widget/boot.js: their conversation's history if they have one, then
+    new turns over the widget's socket (static/js/chat.js). A GET is refused: no credential ever rides in a URL."""
+    found = _visitor(token, request.POST)
     if found is None:
         return _refused()
-    embed, ticket, conversation = found
-    visitor = request.GET["visitor"]
-    with override(ticket.lang), tenant_scope(embed.tenant):
-        query = f"?ticket={request.GET['ticket']}&visitor={visitor}"
+    embed, conversation = found.embed, found.conversation
+    with override(found.ticket.lang), tenant_scope(embed.tenant):
         context = {
-            "lang": ticket.lang,
+            "lang": found.ticket.lang,
             "agent_name": embed.agent.name,
-            "history": selectors.chat_history(conversation=conversation),
-            "chat_config": {
-                "wsPath": f"/ws/embed/{embed.token}/{query}",
-                "lastSeq": selectors.stream_resume_seq(conversation_id=conversation.pk),
-                "maxChars": selectors.conversation_message_limit(conversation=conversation).chars,
-                "feedbackUrl": f"/embed/{embed.token}/messages/0/feedback/",
-                "feedbackFields": {"ticket": request.GET["ticket"], "visitor": visitor},
-            },
+            "history": selectors.chat_history(conversation=conversation) if conversation is not None else None,
+            "chat_config": _chat_config(found),
             "chat_labels": page_labels(embed.tenant),
         }
         response = render(request, "widget/chat.html", context)
-    return _framed(response, [ticket.origin])
+    return _framed(response, [found.ticket.origin])
 
 
 @csrf_exempt  # the visitor has no session: the signed ticket and the visitor's own id are the credentials
@@ -114,11 +149,13 @@ def chat(request: HttpRequest, token: str) -> HttpResponse:
 def feedback(request: HttpRequest, token: str, message_id: int) -> JsonResponse:
     """Rate a reply of the visitor's own conversation through this embed; any other message is a 404."""
     data = feedback_body(request)
-    found = _visitor(request, token, data)
+    found = _visitor(token, data)
     if found is None:
         return JsonResponse({}, status=403)
-    embed, ticket, conversation = found
-    with override(ticket.lang), tenant_scope(embed.tenant):
+    embed, conversation = found.embed, found.conversation
+    if conversation is None:  # no message yet: nothing of theirs to rate
+        raise Http404("No such message.")
+    with override(found.ticket.lang), tenant_scope(embed.tenant):
         message = Message.objects.filter(pk=message_id, conversation=conversation).first()
         if message is None:
             raise Http404("No such message.")

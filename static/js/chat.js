@@ -659,6 +659,9 @@
     socket.addEventListener("open", function () {
       retries = 0;
       repairing = false;
+      // The widget's visitor proves who they are in the first frame, never in the URL (docs/embed.md); the server
+      // answers hello after it (its conversation_id is null until the visitor's first message).
+      if (config.socketAuth) send(config.socketAuth);
       // Every frame after the last one seen: what was missed while away (the page embeds the seq it shows).
       send({ type: "catch_up", after_seq: lastSeq });
       everOpened = true;

@@ -1,15 +1,18 @@
 """The website widget in Chromium (docs/embed.md): a plain host page on another origin (a second port) pastes the
 snippet; the bubble opens the agent's chat in a frame, a reply streams, a refused origin gets nothing, a second
 visitor (another browser context) does not see the first one's conversation, and the rate limit answers in words.
+No URL the browser asks for (pages, scripts, the socket) carries the visitor's ticket or id (issue 34).
 A member rates a reply on the chat page the same way."""
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -61,6 +64,30 @@ def _ready(frame):
     return frame
 
 
+def _watch(page) -> list[str]:
+    """Every URL the page and its frames ask for from now on, the socket's too."""
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url))
+    page.on("websocket", lambda socket: seen.append(socket.url))
+    return seen
+
+
+def _open_chat(page, url: str, token: str):
+    """Open the widget and wait for its chat; the ticket and visitor id boot.js posted to the chat page."""
+    chat = f"/embed/{token}/chat/"
+    with page.expect_request(lambda request: request.url.endswith(chat) and request.method == "POST") as posted:
+        frame = _ready(_open_widget(page, url))
+    body = parse_qs(posted.value.post_data or "")
+    assert set(body) == {"ticket", "visitor"} and re.fullmatch(r"[0-9a-f]{32}", body["visitor"][0])
+    return frame, body["ticket"][0], body["visitor"][0]
+
+
+def _no_credential_in(seen: list[str], ticket: str, visitor: str) -> None:
+    assert any("/ws/embed/" in url for url in seen) and any("/chat/" in url for url in seen), seen
+    for url in seen:
+        assert ticket not in url and visitor not in url and "ticket=" not in url and "visitor=" not in url, url
+
+
 def _say(frame, text: str) -> None:
     frame.locator("#chat-input").fill(text)
     frame.locator("#chat-input").press("Enter")
@@ -81,7 +108,8 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
     # A visitor on the allowed site: the bubble opens the chat and the reply streams in.
     page = page_for("en-US")
     page.set_default_timeout(30_000)  # a loaded machine (CI runs the suite on 2 cores)
-    frame = _ready(_open_widget(page, f"http://127.0.0.1:{port}/en.html"))
+    seen = _watch(page)
+    frame, ticket, visitor = _open_chat(page, f"http://127.0.0.1:{port}/en.html", embed.token)
     _say(frame, "Warranty?")
     frame.locator(".chat-assistant .chat-usage").wait_for(timeout=20_000)
     assert "25-year warranty" in frame.locator(".chat-assistant .chat-body").last.inner_text()
@@ -103,14 +131,18 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
         page.screenshot(path=str(IMAGES / "widget-limit.png"))
     with tenant_scope(tenant):
         assert list(Feedback.objects.values_list("rating", "source")) == [(1, "widget")]
+    _no_credential_in(seen, ticket, visitor)
 
     # A second visitor (another browser, in Chinese) gets their own, empty conversation.
     other = page_for("zh-CN")
     other.set_default_timeout(30_000)
-    other_frame = _ready(_open_widget(other, f"http://127.0.0.1:{port}/zh.html"))
+    other_seen = _watch(other)
+    other_frame, other_ticket, other_visitor = _open_chat(other, f"http://127.0.0.1:{port}/zh.html", embed.token)
+    assert other_visitor != visitor
     assert other_frame.locator(".chat-msg").count() == 0
     assert "Warranty?" not in other_frame.locator("body").inner_text()
     assert other_frame.locator("#chat-send").inner_text() == "发送"
+    _no_credential_in(other_seen, other_ticket, other_visitor)
 
     # The same snippet on a site that is not allowed: the bubble shows, the frame gets nothing.
     refused = page_for("en-US")
