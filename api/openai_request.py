@@ -3,6 +3,7 @@ honoured, passed through, or refused). Every refusal is an `ApiError` naming the
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ import jsonschema
 from django.http import JsonResponse
 from django.utils.translation import gettext as _
 
+from agents.models import MAX_REPLY_TOKENS
 from api.parsers import unstorable_at, unstorable_message
 from core.bounded import loads_json
 from llm.messages import ChatMessage, Role
@@ -22,10 +24,20 @@ MAX_MESSAGES = 500
 MAX_CONTENT_CHARS = 20_000
 MAX_CLIENT_ID_CHARS = 100
 MAX_TOOLS = 128
+MAX_TOOL_DESCRIPTION_CHARS = 10_000
+# A client's JSON schema (a tool's parameters, response_format's schema): its size as JSON and its nesting, bounded
+# before jsonschema reads it (which recurses once per level) and before every model call of the turn carries it.
+MAX_SCHEMA_CHARS = 32_000
+MAX_SCHEMA_DEPTH = 32
+MAX_TOOLS_CHARS = 200_000  # all the tools together, as JSON
 MAX_STOPS = 4
+MAX_CHOICES = 128  # OpenAI's largest `n`; above 1 is refused all the same, with its own reason
+MAX_STOP_CHARS = 256
+# Signed 64-bit, OpenAI's range for `seed` and the largest id the database stores.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # The roles a client may send; `developer` is OpenAI's newer name for `system`.
 CLIENT_ROLES = {"system", "developer", "user", "assistant", "tool"}
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function and schema names; used with fullmatch
 TOOL_CHOICES = ("none", "auto", "required")
 
 
@@ -85,13 +97,12 @@ def _text(content: Any, n: int) -> str:
 
 
 def _positive_int(value: Any) -> int | None:
+    """A positive id the database can hold (signed 64-bit), given as a number or a string of digits; else None."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int) and value > 0:
-        return value
-    if isinstance(value, str) and value.strip().isdigit() and int(value) > 0:
-        return int(value)
-    return None
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and 0 < value <= INT64_MAX else None
 
 
 # --- messages ---------------------------------------------------------------------------------------------------
@@ -202,14 +213,23 @@ def _number(data: Mapping[str, Any], name: str, low: float, high: float) -> floa
     return float(value)
 
 
-def _max_tokens(data: Mapping[str, Any]) -> int | None:
-    name = "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
+def _whole(data: Mapping[str, Any], name: str, low: int, high: int) -> int | None:
     value = data.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _refuse(name, _("“%(field)s” must be a positive whole number.") % {"field": name})
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
+        raise _refuse(name, _("“%(field)s” must be a whole number from %(low)s to %(high)s.")
+                      % {"field": name, "low": low, "high": high})  # fmt: skip
     return value
+
+
+def _max_tokens(data: Mapping[str, Any]) -> int | None:
+    """The longest reply asked for, at most the longest an agent may be set to write (MAX_REPLY_TOKENS)."""
+    asked = _whole(data, "max_tokens", 1, MAX_REPLY_TOKENS)
+    completion = _whole(data, "max_completion_tokens", 1, MAX_REPLY_TOKENS)
+    return completion if completion is not None else asked
+
+
+def _too_long(field: str, limit: int) -> str:
+    return _("%(field)s is longer than %(max)s characters.") % {"field": field, "max": limit}
 
 
 def _stop(value: Any) -> tuple[str, ...]:
@@ -218,13 +238,46 @@ def _stop(value: Any) -> tuple[str, ...]:
         return ()
     if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
         raise _refuse("stop", _("“stop” must be a string or a list of at most %(n)s strings.") % {"n": MAX_STOPS})
+    for n, stop in enumerate(stops):
+        if len(stop) > MAX_STOP_CHARS:
+            raise _refuse("stop", _too_long(f"stop[{n}]" if isinstance(value, list) else "stop", MAX_STOP_CHARS))
     return tuple(stops)
 
 
-def _seed(value: Any) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise _refuse("seed", _("“seed” must be a whole number."))
-    return value
+def _json_depth(value: Any) -> int:
+    """How deep `value` nests lists and objects (a scalar: 0), walked without recursion; the walk stops once past
+    MAX_SCHEMA_DEPTH."""
+    deepest, pending = 0, [(value, 1)]
+    while pending and deepest <= MAX_SCHEMA_DEPTH:
+        item, level = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            pending.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _json_size(value: Any, param: str, limit: int) -> int:
+    """The characters of `value` as JSON; a refusal naming `param` above `limit`. Call on a depth-checked value."""
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    if size > limit:
+        raise _refuse(param, _("%(field)s is %(size)s characters of JSON; at most %(max)s are allowed.")
+                      % {"field": param, "size": size, "max": limit}, code="too_large")  # fmt: skip
+    return size
+
+
+def _schema(schema: Mapping[str, Any], param: str) -> None:
+    """A client's JSON schema: nested at most MAX_SCHEMA_DEPTH levels, at most MAX_SCHEMA_CHARS as JSON, and a valid
+    schema of its draft; a refusal naming `param` otherwise."""
+    if _json_depth(schema) > MAX_SCHEMA_DEPTH:
+        raise _refuse(param, _("%(field)s nests more than %(depth)s levels deep: flatten the schema.")
+                      % {"field": param, "depth": MAX_SCHEMA_DEPTH}, code="too_large")  # fmt: skip
+    _json_size(schema, param, MAX_SCHEMA_CHARS)
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise _refuse(param, _("The JSON schema is not valid: %(error)s") % {"error": exc.message},
+                      code="invalid_schema") from None  # fmt: skip
 
 
 def _response_format(value: Any) -> Mapping[str, Any] | None:
@@ -241,12 +294,32 @@ def _response_format(value: Any) -> Mapping[str, Any] | None:
         if not isinstance(schema, dict) or not isinstance(spec.get("name"), str):
             raise _refuse("response_format.json_schema",
                           _("“response_format.json_schema” needs a “name” and a “schema” object."))  # fmt: skip
-        try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-        except jsonschema.exceptions.SchemaError as exc:
-            raise _refuse("response_format.json_schema.schema", _("The JSON schema is not valid: %(error)s")
-                          % {"error": exc.message}, code="invalid_schema") from None  # fmt: skip
+        if not TOOL_NAME.fullmatch(spec["name"]):
+            raise _refuse("response_format.json_schema.name", _("The schema's “name” must be 1 to 64 letters, digits, "
+                                                                "_ or -."))  # fmt: skip
+        _schema(schema, "response_format.json_schema.schema")
     return value
+
+
+def _tool(tool: Any, n: int, names: set[str]) -> dict[str, Any]:
+    """tools[n] as the one OpenAI form, its name not among `names`, its description and parameters bounded."""
+    function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
+    name = function.get("name") if isinstance(function, dict) else None
+    parameters = function.get("parameters", {"type": "object", "properties": {}}) if function else None
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name) or name in names or not isinstance(parameters, dict):
+        raise _refuse(f"tools[{n}]", _("tools[%(n)s] must be a function tool with a unique name (letters, digits, "
+                                       "_ and -, at most 64) and “parameters” as a JSON schema object.")
+                      % {"n": n})  # fmt: skip
+    _schema(parameters, f"tools[{n}].function.parameters")
+    spec = {"name": name, "parameters": parameters}
+    if isinstance(function.get("description"), str):
+        if len(function["description"]) > MAX_TOOL_DESCRIPTION_CHARS:
+            where = f"tools[{n}].function.description"
+            raise _refuse(where, _too_long(where, MAX_TOOL_DESCRIPTION_CHARS))
+        spec["description"] = function["description"]
+    if isinstance(function.get("strict"), bool):
+        spec["strict"] = function["strict"]
+    return {"type": "function", "function": spec}
 
 
 def _tools(value: Any) -> tuple[dict[str, Any], ...]:
@@ -254,22 +327,12 @@ def _tools(value: Any) -> tuple[dict[str, Any], ...]:
         return ()
     if not isinstance(value, list) or len(value) > MAX_TOOLS:
         raise _refuse("tools", _("“tools” must be a list of at most %(n)s function tools.") % {"n": MAX_TOOLS})
-    tools, names = [], set()
+    tools: list[dict[str, Any]] = []
+    names: set[str] = set()
     for n, tool in enumerate(value):
-        function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
-        name = function.get("name") if isinstance(function, dict) else None
-        parameters = function.get("parameters", {"type": "object", "properties": {}}) if function else None
-        if not isinstance(name, str) or not TOOL_NAME.match(name) or name in names or not isinstance(parameters, dict):
-            raise _refuse(f"tools[{n}]", _("tools[%(n)s] must be a function tool with a unique name (letters, digits, "
-                                           "_ and -, at most 64) and “parameters” as a JSON schema object.")
-                          % {"n": n})  # fmt: skip
-        names.add(name)
-        spec = {"name": name, "parameters": parameters}
-        if isinstance(function.get("description"), str):
-            spec["description"] = function["description"]
-        if isinstance(function.get("strict"), bool):
-            spec["strict"] = function["strict"]
-        tools.append({"type": "function", "function": spec})
+        tools.append(_tool(tool, n, names))
+        names.add(tools[-1]["function"]["name"])
+    _json_size(tools, "tools", MAX_TOOLS_CHARS)
     return tuple(tools)
 
 
@@ -288,9 +351,7 @@ def _tool_choice(value: Any, tools: tuple[dict[str, Any], ...]) -> Any:
 
 def _options(data: Mapping[str, Any]) -> CallOptions:
     """The fields passed to the model; `n` above 1 is refused (one choice per request)."""
-    n = data.get("n")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise _refuse("n", _("“n” must be a positive whole number."))
+    n = _whole(data, "n", 1, MAX_CHOICES)
     if n is not None and n > 1:
         raise _refuse("n", _("Only one choice per request is supported (n=1): send %(n)s requests instead.")
                       % {"n": n}, code="unsupported_value")  # fmt: skip
@@ -303,7 +364,7 @@ def _options(data: Mapping[str, Any]) -> CallOptions:
         temperature=_number(data, "temperature", 0, 2),
         top_p=_number(data, "top_p", 0, 1),
         stop=_stop(data.get("stop")),
-        seed=_seed(data.get("seed")),
+        seed=_whole(data, "seed", INT64_MIN, INT64_MAX),
     )
 
 

@@ -1,5 +1,6 @@
 """Knowledge bases, their documents and search on the REST API: members read and search; owners and admins create,
-upload (several files at once), re-ingest and delete. Every service is the knowledge pages' own."""
+upload (several files at once), re-ingest and delete. Every service is the knowledge pages' own. A key limited to some
+agents reads only the knowledge bases those agents use; any other answers as another tenant's would (404)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.template.defaultfilters import filesizeformat
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -17,8 +18,10 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agents.models import AgentVersion
+from api.authentication import key_access
 from api.parsers import BoundedJSONParser
-from api.rest import ApiViewSet, page_of, require_administrator
+from api.rest import ApiViewSet, _agents_for, page_of, require_administrator
 from knowledge.embedders import EmbedderError
 from knowledge.models import Document, KnowledgeBase
 from knowledge.parsing import max_upload_bytes
@@ -35,6 +38,23 @@ from knowledge.services import (
 )
 
 SEARCH_MODES = ("hybrid", "vector", "keyword")
+
+
+def key_knowledge_base_ids(request: Request) -> frozenset[int] | None:
+    """The knowledge bases a key limited to some agents may read: those the agents it reaches use, in their draft
+    (Agent.knowledge_bases) or in their published version (the ids its snapshot froze, which the turn searches).
+    None for a session or a key without an agent limit: every knowledge base of the tenant. Run in the key's scope."""
+    access = key_access(request)
+    if access is None or not access.chosen_agent_ids:
+        return None
+    agent_ids = _agents_for(request).values("pk")  # the one rule of which agents a caller reaches
+    drafts = KnowledgeBase.objects.filter(agents__in=agent_ids).values_list("pk", flat=True)
+    newest = AgentVersion.objects.filter(agent=OuterRef("agent")).order_by("-number").values("number")[:1]
+    published = AgentVersion.objects.filter(agent__in=agent_ids, number=Subquery(newest)).values_list(
+        "snapshot__knowledge_base_ids", flat=True
+    )
+    frozen = {pk for ids in published if isinstance(ids, list) for pk in ids if isinstance(pk, int)}
+    return frozenset({*drafts, *frozen})
 
 
 class KnowledgeBaseSerializer(serializers.ModelSerializer):
@@ -87,10 +107,16 @@ class KnowledgeBaseViewSet(
     def get_queryset(self) -> QuerySet[KnowledgeBase]:
         if (fake := self.schema_queryset()) is not None:
             return fake
-        return KnowledgeBase.objects.order_by("name")
+        knowledge_bases = KnowledgeBase.objects.order_by("name")
+        readable = key_knowledge_base_ids(self.request)
+        return knowledge_bases if readable is None else knowledge_bases.filter(pk__in=readable)
 
     def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(knowledge_base_list_for_page())
+        knowledge_bases = knowledge_base_list_for_page()
+        readable = key_knowledge_base_ids(request)
+        if readable is not None:
+            knowledge_bases = [knowledge_base for knowledge_base in knowledge_bases if knowledge_base.pk in readable]
+        page = self.paginate_queryset(knowledge_bases)
         return self.get_paginated_response(KnowledgeBaseSerializer(page, many=True).data)
 
     def create(self, request: Request) -> Response:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -19,7 +18,9 @@ from agents.selectors import agent_get
 from agents.services import conversation_start as start_conversation
 from agents.tools import tool_labels
 from agents.workflows.schema import step_type_labels
+from api.parsers import unstorable_at, unstorable_message
 from chat import selectors
+from core.bounded import loads_json
 from memory.feedback import feedback_record, parse_rating
 from memory.models import Conversation, ConversationSource, Message
 from memory.selectors import access_conversation
@@ -131,10 +132,11 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
 
 
 def feedback_body(request: HttpRequest) -> dict[str, object]:
-    """A feedback POST's fields: a JSON object, else the form."""
+    """A feedback POST's fields: a JSON object, else the form. A body that is not JSON (or nests too deep to read)
+    has no fields."""
     if request.content_type == "application/json":
         try:
-            data = json.loads(request.body or b"{}")
+            data = loads_json(request.body or b"{}")
         except ValueError:
             return {}
         return data if isinstance(data, dict) else {}
@@ -154,7 +156,10 @@ def message_feedback(request: HttpRequest, message_id: int) -> JsonResponse:
 
 def rate_reply(*, message: Message, user: Any, data: dict, source: str) -> JsonResponse:
     """Record `user`'s rating of `message` from a page's posted `data` ({"rating", "comment"}) and answer the page:
-    the chat page's and the widget's feedback views both end here."""
+    the chat page's and the widget's feedback views both end here. Text the database cannot store (a NUL, a lone
+    surrogate) is refused before anything is."""
+    if (where := unstorable_at(data)) is not None:
+        return JsonResponse({"error": unstorable_message(where)}, status=400)
     rating = parse_rating(data.get("rating"))
     if rating is None:
         return JsonResponse({"error": _("Rate with 1 (thumbs up) or -1 (thumbs down).")}, status=400)
