@@ -56,6 +56,44 @@ SETTINGS: tuple[Setting, ...] = (
         20_000,
         "The longest MCP tool result handed to a model, in characters; a longer one is cut, with a note saying so.",
     ),
+    Setting(
+        "MCP_RESULT_MAX_BYTES",
+        "int",
+        1_000_000,
+        "The most bytes of one answer (or stream event) of an MCP server's tool call read; a result over it is cut "
+        "there, with a note, not failed.",
+    ),
+    Setting(
+        "MCP_LIST_MAX_BYTES",
+        "int",
+        2_000_000,
+        "The most bytes of an MCP server's tool list read, its pages together; tools past it are not kept.",
+    ),
+    Setting("MCP_LIST_MAX_TOOLS", "int", 500, "The most tools kept of one MCP server; the rest are dropped."),
+    Setting(
+        "MCP_TOOL_NAME_MAX_CHARS",
+        "int",
+        128,
+        "An MCP tool's longest name (at most 200); a tool with a longer one is dropped.",
+    ),
+    Setting(
+        "MCP_TOOL_DESCRIPTION_MAX_CHARS",
+        "int",
+        8_000,
+        "An MCP tool's longest description kept, in characters; a longer one is shortened.",
+    ),
+    Setting(
+        "MCP_TOOL_SCHEMA_MAX_BYTES",
+        "int",
+        50_000,
+        "An MCP tool's largest input schema, in bytes of JSON; a tool with a larger one is dropped.",
+    ),
+    Setting(
+        "MCP_TOOL_SCHEMA_MAX_DEPTH",
+        "int",
+        32,
+        "An MCP tool's input schema's deepest nesting of objects and arrays; a tool with a deeper one is dropped.",
+    ),
     # --- Plans (docs/plans.md) ---
     Setting("PLAN_MAX_CONCURRENCY", "int", 4, "Steps run at once when a plan allows concurrency."),
     Setting(

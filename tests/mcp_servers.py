@@ -9,7 +9,16 @@ import threading
 import time
 
 import uvicorn
+from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+)
 
 
 def build_server() -> MCPServer:
@@ -75,3 +84,30 @@ class McpTestServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(5)
+
+
+class HostileMcpServer(McpTestServer):
+    """A low-level MCP server that lists and answers whatever a test sets (`tools`, `result_text`): what a careless
+    or hostile server can send. It answers over SSE (as most servers do) unless `json_response`. A tool's result is
+    sent twice, as the `mcp` package's own servers send a text: its text content and its structured content."""
+
+    def __init__(self, *, json_response: bool = False) -> None:
+        self.tools: list[Tool] = []
+        self.result_text = ""
+        self.port = _free_port()
+        server = Server("hostile-tools", on_list_tools=self._list, on_call_tool=self._call)
+        app = server.streamable_http_app(stateless_http=True, json_response=json_response)
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, name="mcp-hostile-server", daemon=True)
+
+    async def _list(self, ctx: object, params: PaginatedRequestParams | None) -> ListToolsResult:
+        return ListToolsResult(tools=self.tools)
+
+    async def _call(self, ctx: object, params: CallToolRequestParams) -> CallToolResult:
+        text = self.result_text
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"result": text})
+
+
+def hostile_tool(name: str, description: str = "", schema: dict | None = None) -> Tool:
+    """A tool for HostileMcpServer.tools (an empty object schema unless given)."""
+    return Tool(name=name, description=description, input_schema=schema or {"type": "object", "properties": {}})

@@ -135,3 +135,5 @@ class ToolServerAdmin(TenantOwnedAdmin):
             gettext("%(server)s lists %(count)s tools; enable those agents may use.")
             % {"server": server.name, "count": len(tools)},
         )
+        if server.last_error:  # tools dropped or shortened, and why (toolservers.screening)
+            messages.warning(request, f"{server.name}: {server.last_error}")

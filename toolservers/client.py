@@ -13,6 +13,10 @@ Tool calls share one session per server and event loop (`_Held`): opening one (c
 about fifteen times a call on a local server (bench/mcp_overhead.py). A kept session is replaced after
 PUBLIC_RECHECK_SECONDS so that the server's name is checked (and pinned) again, as a provider's is; one that broke is
 dropped and the next call opens another (a failed call is not retried: the tool may have run).
+
+Every answer is read within a byte bound of the platform's own (toolservers.bounded), not the `mcp` client's: a tool
+list within MCP_LIST_MAX_BYTES (its pages together), each answer of a tool call within MCP_RESULT_MAX_BYTES. A result
+over it is cut there and handed on with a note, not failed; a list over it keeps the tools read in full.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from django.utils.translation import gettext as _
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, PaginatedRequestParams
+from mcp_types import CONNECTION_CLOSED, CallToolResult, PaginatedRequestParams
 
+from core.conf import setting
 from core.netguard import UnresolvedHost, check_url
 from llm.transports import PUBLIC_RECHECK_SECONDS, PinnedTransport
+from toolservers.bounded import BoundedTransport, Budget, cut_at
 
 # Pages of a server's tool list read at most (a server that pages forever is cut off).
 MAX_LIST_PAGES = 20
@@ -74,6 +80,17 @@ class ListedTool:
 
 
 @dataclass(frozen=True)
+class Listing:
+    """What a server listed: its tools as read, and whether the list was cut short."""
+
+    tools: list[ListedTool]
+    # The list was longer than this many bytes (MCP_LIST_MAX_BYTES): tools past it were not read.
+    cut_at_bytes: int | None = None
+    # The server had more pages than MAX_LIST_PAGES: the rest were not read.
+    pages_left: bool = False
+
+
+@dataclass(frozen=True)
 class CallResult:
     """A tool's answer as text for the model; `is_error`: the tool itself reported a failure."""
 
@@ -81,11 +98,16 @@ class CallResult:
     is_error: bool
 
 
-async def _pinned_client(connection: Connection) -> httpx2.AsyncClient:
-    """An HTTP client for `connection` that can reach only the address its host was checked at."""
+async def _pinned_client(connection: Connection, budget: Budget) -> httpx2.AsyncClient:
+    """An HTTP client for `connection` that can reach only the address its host was checked at, and reads answers
+    within `budget`."""
     timeout = httpx2.Timeout(connection.timeout, connect=min(connection.timeout, 10.0))
+    # Answers uncompressed: the budget bounds what they are, not what they unpack to.
+    headers = {name: value for name, value in connection.headers.items() if name.lower() != "accept-encoding"}
+    headers["Accept-Encoding"] = "identity"
     if connection.private_allowed:
-        return httpx2.AsyncClient(headers=connection.headers, timeout=timeout, trust_env=False)
+        transport = BoundedTransport(httpx2.AsyncHTTPTransport(), budget)
+        return httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport, trust_env=False)
     try:
         checked = await asyncio.to_thread(check_url, connection.url)
     except UnresolvedHost as exc:
@@ -101,18 +123,29 @@ async def _pinned_client(connection: Connection) -> httpx2.AsyncClient:
             )
             % {"name": connection.name}
         )
-    transport = PinnedTransport({checked.host: (checked.address, time.monotonic())})
-    return httpx2.AsyncClient(headers=connection.headers, timeout=timeout, transport=transport, trust_env=False)
+    pinned = PinnedTransport({checked.host: (checked.address, time.monotonic())})
+    transport = BoundedTransport(pinned, budget)
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport, trust_env=False)
+
+
+class _Session(ClientSession):
+    """The `mcp` client session, but a result cut at the byte bound is not checked against the tool's output schema
+    (its structured content, when it has any, is cut too)."""
+
+    async def validate_tool_result(self, name: str, result: CallToolResult) -> None:
+        if cut_at(result) is None:
+            await super().validate_tool_result(name, result)
 
 
 @asynccontextmanager
-async def open_session(connection: Connection) -> AsyncIterator[ClientSession]:
-    """An initialised MCP session with the server (closed on leaving)."""
-    client = await _pinned_client(connection)
+async def open_session(connection: Connection, *, budget: Budget) -> AsyncIterator[ClientSession]:
+    """An initialised MCP session with the server, its answers read within `budget` (closed on leaving)."""
+    client = await _pinned_client(connection, budget)
     async with (
         client,
-        streamable_http_client(connection.url, http_client=client) as (read, write),
-        ClientSession(read, write) as session,  # calls are bounded by `guarded`
+        # No SSE event limit of the `mcp` client's: the budget bounds every answer, and cuts rather than fails.
+        streamable_http_client(connection.url, http_client=client, max_sse_event_size=None) as (read, write),
+        _Session(read, write) as session,  # calls are bounded by `guarded`
     ):
         await session.initialize()
         yield session
@@ -147,22 +180,25 @@ async def guarded(connection: Connection, work: Any) -> Any:
         ) from None
 
 
-async def _list(connection: Connection) -> list[ListedTool]:
+async def _list(connection: Connection) -> Listing:
     listed: list[ListedTool] = []
-    async with open_session(connection) as session:
+    budget = Budget(int(setting("MCP_LIST_MAX_BYTES")), shared=True)
+    async with open_session(connection, budget=budget) as session:
         cursor = None
         for _page in range(MAX_LIST_PAGES):
             params = PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await session.list_tools(params=params)
             listed += [ListedTool(t.name, t.description or "", dict(t.input_schema or {})) for t in page.tools]
+            if (cut := cut_at(page)) is not None:
+                return Listing(listed, cut_at_bytes=cut)
             cursor = page.next_cursor
             if not cursor:
                 break
-    return listed
+    return Listing(listed, pages_left=bool(cursor))
 
 
-async def list_tools(connection: Connection) -> list[ListedTool]:
-    """The tools the server lists (ServerUnavailable when it cannot be asked)."""
+async def list_tools(connection: Connection) -> Listing:
+    """The tools the server lists, as read within MCP_LIST_MAX_BYTES (ServerUnavailable when it cannot be asked)."""
     return await guarded(connection, _list(connection))
 
 
@@ -175,6 +211,22 @@ def result_text(result: Any) -> str:
         return json.dumps(result.structured_content, ensure_ascii=False, default=str)
     blocks = [block.model_dump(mode="json", exclude_none=True) for block in result.content]
     return json.dumps(blocks, ensure_ascii=False)
+
+
+def cut_result_text(text: str, cut_bytes: int) -> str:
+    """The text of a result cut at `cut_bytes`, with a note saying so, within MCP_TOOL_MAX_CHARS in all (so that the
+    tool loop, which cuts to that length, hands it on as it is)."""
+    limit = int(setting("MCP_TOOL_MAX_CHARS"))
+    words = _(
+        "[The result was cut: the server sent more than %(bytes)s bytes; only the first %(shown)s characters are "
+        "shown.]"
+    )
+    shown = min(len(text), limit)
+    note = words % {"bytes": cut_bytes, "shown": shown}
+    if shown + 1 + len(note) > limit:
+        shown = max(0, min(len(text), limit - 1 - len(note)))
+        note = words % {"bytes": cut_bytes, "shown": shown}
+    return f"{text[:shown]}\n{note}"
 
 
 class _Held:
@@ -192,7 +244,8 @@ class _Held:
 
     async def _hold(self, connection: Connection) -> None:
         try:
-            async with open_session(connection) as session:
+            budget = Budget(int(setting("MCP_RESULT_MAX_BYTES")))
+            async with open_session(connection, budget=budget) as session:
                 self.session = session
                 self._ready.set()
                 await self._close.wait()
@@ -253,7 +306,10 @@ async def _call(connection: Connection, name: str, arguments: dict[str, Any]) ->
         # the next call opens another session.
         _drop(connection, held)
         raise
-    return CallResult(text=result_text(result), is_error=bool(result.is_error))
+    text = result_text(result)
+    if (cut := cut_at(result)) is not None:
+        text = cut_result_text(text, cut)
+    return CallResult(text=text, is_error=bool(result.is_error))
 
 
 async def call_tool(connection: Connection, name: str, arguments: dict[str, Any]) -> CallResult:

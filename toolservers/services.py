@@ -11,8 +11,9 @@ from core.conf import setting
 from core.netguard import UnresolvedHost, check_url
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
-from toolservers.client import Connection, ListedTool, ServerUnavailable, list_tools
+from toolservers.client import MAX_LIST_PAGES, Connection, Listing, ServerUnavailable, list_tools
 from toolservers.models import ServerTool, ToolServer, function_name
+from toolservers.screening import Bounds, screen
 
 
 def private_allowed(server: ToolServer) -> bool:
@@ -51,22 +52,29 @@ def url_refused(server: ToolServer) -> str | None:
 
 def tools_refresh(server: ToolServer) -> list[ServerTool]:
     """Ask the server for its tools and keep them: new ones disabled, known ones updated (their enabled flag kept),
-    vanished ones removed. Raises ServerUnavailable (its message also kept as the server's last error)."""
+    vanished ones removed; those out of bounds are dropped or shortened (toolservers.screening), which the server's
+    last error then says (also set on `server`). Raises ServerUnavailable (its message also kept as the last
+    error)."""
     # The admin is sync and the `mcp` client async: async_to_sync runs the call on an event loop of its own (or on
     # the server's loop when called from a request thread of an ASGI server), and waits for it.
     try:
-        listed = async_to_sync(list_tools)(connection_for(server))
+        listing = async_to_sync(list_tools)(connection_for(server))
     except ServerUnavailable as exc:
         with tenant_scope(server.tenant):
             ToolServer.objects.filter(pk=server.pk).update(last_error=str(exc))
         raise
-    return _keep(server, listed)
+    return _keep(server, listing)
 
 
 @transaction.atomic
-def _keep(server: ToolServer, listed: list[ListedTool]) -> list[ServerTool]:
+def _keep(server: ToolServer, listing: Listing) -> list[ServerTool]:
     now = timezone.now()
+    bounds = Bounds.configured(list_pages=MAX_LIST_PAGES)
     with tenant_scope(server.tenant):
+        others = ServerTool.objects.filter(tenant=server.tenant).exclude(server=server)
+        taken = set(others.values_list("function_name", flat=True))
+        screened = screen(listing, slug=server.slug, taken=taken, bounds=bounds)
+        listed = screened.kept
         known = {tool.name: tool for tool in ServerTool.objects.filter(server=server)}
         ServerTool.objects.filter(server=server).exclude(name__in=[tool.name for tool in listed]).delete()
         kept = []
@@ -78,7 +86,8 @@ def _keep(server: ToolServer, listed: list[ListedTool]) -> list[ServerTool]:
             tool.refreshed_at = now
             tool.save()
             kept.append(tool)
-        ToolServer.objects.filter(pk=server.pk).update(refreshed_at=now, last_error="")
+        server.refreshed_at, server.last_error = now, screened.report(bounds)
+        ToolServer.objects.filter(pk=server.pk).update(refreshed_at=now, last_error=server.last_error)
     return kept
 
 

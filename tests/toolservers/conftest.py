@@ -1,11 +1,12 @@
-"""Fixtures of the MCP client tests: a real MCP server on 127.0.0.1, and a tenant's server row pointing at it."""
+"""Fixtures of the MCP client tests: real MCP servers on 127.0.0.1 (a well-behaved one, and hostile ones answering
+what a test sets, over SSE or JSON), and a tenant's server row pointing at one."""
 
 from __future__ import annotations
 
 import pytest
 
 from tenants.scope import tenant_scope
-from tests.mcp_servers import McpTestServer
+from tests.mcp_servers import HostileMcpServer, McpTestServer
 from toolservers.models import ToolServer
 from toolservers.services import tools_refresh
 
@@ -15,6 +16,34 @@ def mcp_test_server():
     server = McpTestServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def _hostile_sse_server():
+    server = HostileMcpServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def _hostile_json_server():
+    server = HostileMcpServer(json_response=True).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hostile_server(_hostile_sse_server):
+    """A server listing and answering what the test sets (`tools`, `result_text`), over SSE."""
+    _hostile_sse_server.tools, _hostile_sse_server.result_text = [], ""
+    return _hostile_sse_server
+
+
+@pytest.fixture
+def hostile_json_server(_hostile_json_server):
+    """The same, answering JSON."""
+    _hostile_json_server.tools, _hostile_json_server.result_text = [], ""
+    return _hostile_json_server
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tenants.scope import tenant_scope
+from tests.mcp_servers import hostile_tool
 from toolservers.models import ServerTool, ToolServer
 
 pytestmark = pytest.mark.django_db
@@ -86,3 +87,41 @@ def test_another_tenants_server_is_not_reachable_in_the_admin(tenant, other_tena
     client.post(LIST, {"action": "refresh_tools", "_selected_action": [foreign.pk]}, **EN)
     with tenant_scope(other_tenant):
         assert ToolServer.objects.get(pk=foreign.pk).last_error == ""
+
+
+def test_finding_long_tool_name_or_nul_does_not_500_on_the_admin_save(
+    tenant, tenant_admin, client, hostile_server, allow_private
+):
+    same_start = "same_" + "s" * 70  # past the 64 characters of a name for models: two tools would share one
+    hostile_server.tools = [
+        hostile_tool("ok", "A good tool."),
+        hostile_tool("n" * 300),
+        hostile_tool("nul\x00name"),
+        hostile_tool("nul_description", "before\x00after"),
+        hostile_tool("nul_schema", schema={"type": "object", "properties": {"a\x00": {"type": "string"}}}),
+        hostile_tool(f"{same_start}_1"),
+        hostile_tool(f"{same_start}_2"),
+        hostile_tool("ok", "Listed twice."),
+    ]
+    client.force_login(tenant_admin)
+    response = client.post(ADD, _form(hostile_server.url), follow=True, **EN)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Weather tools lists 3 tools; enable those agents may use." in page
+    with tenant_scope(tenant):
+        server = ToolServer.objects.get()
+        rows = {tool.name: tool for tool in ServerTool.objects.filter(server=server)}
+    assert set(rows) == {"ok", "nul_description", f"{same_start}_1"}
+    assert rows["nul_description"].description == "beforeafter" and rows["ok"].description == "A good tool."
+    expected = [
+        f"1 dropped, their names longer than 128 characters: “{'n' * 40}…”.",
+        "1 dropped, their names not only letters, digits, _, - and .: “nul\\x00name”.",
+        "1 dropped, listed twice: “ok”.",
+        "1 dropped, NUL characters in their input schemas: “nul_schema”.",
+        "1 dropped, their names for models (64 characters at most) the same as another tool's: “same_sssss",
+        "1 kept with NUL characters removed from their descriptions: “nul_description”.",
+    ]
+    for words in expected:
+        assert words in server.last_error
+    change = client.get(f"{LIST}{server.pk}/change/", **EN)
+    assert change.status_code == 200 and "NUL characters in their input schemas" in change.content.decode()

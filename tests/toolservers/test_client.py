@@ -12,6 +12,7 @@ from agents.tools import ToolCallContext, find_tool, tool_refusal, tools_availab
 from agents.tools.invoke import invoke_tool
 from agents.tools.mcp import McpTool
 from tenants.scope import tenant_scope
+from tests.mcp_servers import hostile_tool
 from toolservers.client import Connection, ServerUnavailable, list_tools
 from toolservers.models import ServerTool, ToolServer
 from toolservers.services import tools_refresh
@@ -132,7 +133,7 @@ def test_a_loopback_server_is_refused_unless_the_operator_allows_it(tenant, mcp_
     with pytest.raises(ServerUnavailable, match="private, loopback or link-local"):
         asyncio.run(list_tools(connection))
     allowed = Connection(name="Local", url=mcp_test_server.url, private_allowed=True)
-    assert "weather" in [tool.name for tool in asyncio.run(list_tools(allowed))]
+    assert "weather" in [tool.name for tool in asyncio.run(list_tools(allowed)).tools]
 
 
 def test_a_loopback_server_saved_earlier_is_refused_at_call_time(tenant, make_server, settings):
@@ -174,3 +175,60 @@ def test_calls_share_one_session_per_server_and_survive_a_timeout(tenant, make_s
     assert first.text == "2" and "did not answer within 0.5 seconds" in timed_out.error
     assert [outcome.text for outcome in after] == ["1", "2", "3", "4", "5"]
     assert len(held) == 1  # one session of this server, reused by every call
+
+
+def _nested(levels: int) -> dict:
+    """An input schema with objects nested `levels` deep (two levels of JSON each)."""
+    schema: dict = {"type": "string"}
+    for _level in range(levels):
+        schema = {"type": "object", "properties": {"inner": schema}}
+    return schema
+
+
+def test_finding_tool_list_bounded_in_bytes_count_names_descriptions_and_schemas(
+    tenant, make_server, hostile_json_server, settings
+):
+    settings.MCP_LIST_MAX_TOOLS = 40
+    wide = {f"p{n}": {"type": "string", "description": "x" * 100} for n in range(600)}  # about 70 kB
+    hostile_json_server.tools = [
+        hostile_tool("long_description", "d" * 20_000),
+        hostile_tool("large_schema", schema={"type": "object", "properties": wide}),
+        hostile_tool("deep_schema", schema=_nested(20)),
+        *(hostile_tool(f"t{n:03}", "A tool.") for n in range(60)),
+    ]
+    server = make_server(tenant, enable=(), url=hostile_json_server.url)
+    with tenant_scope(tenant):
+        rows = {tool.name: tool for tool in ServerTool.objects.filter(server=server)}
+        report = ToolServer.objects.get(pk=server.pk).last_error
+    assert len(rows) == 40 and "large_schema" not in rows and "deep_schema" not in rows
+    assert len(rows["long_description"].description) == 8000  # MCP_TOOL_DESCRIPTION_MAX_CHARS
+    assert "1 dropped, their input schemas longer than 50000 bytes: “large_schema”." in report
+    assert "1 dropped, their input schemas nested deeper than 32 levels: “deep_schema”." in report
+    assert "21 dropped, beyond the 40 tools a server may have: “t039”, “t040”," in report
+    assert "1 kept with their descriptions shortened to 8000 characters: “long_description”." in report
+
+    # A list longer than MCP_LIST_MAX_BYTES is read no further: the tools read in full before it are kept.
+    hostile_json_server.tools = [hostile_tool("first"), hostile_tool("huge", "h" * 3_000_000), hostile_tool("after")]
+    with tenant_scope(tenant):
+        kept = tools_refresh(ToolServer.objects.get(pk=server.pk))
+        report = ToolServer.objects.get(pk=server.pk).last_error
+        assert list(ServerTool.objects.filter(server=server).values_list("name", flat=True)) == ["first"]
+    assert [tool.name for tool in kept] == ["first"]
+    assert "longer than 2000000 bytes and was read no further; the tools read in full are kept (1)." in report
+
+
+@pytest.mark.parametrize("answer", ["sse", "json"])
+def test_finding_result_over_one_mib_is_cut_to_mcp_tool_max_chars_not_failed(
+    tenant, make_server, hostile_server, hostile_json_server, answer
+):
+    hostile = hostile_server if answer == "sse" else hostile_json_server
+    hostile.tools = [hostile_tool("huge", "A long answer.")]
+    hostile.result_text = "字x" * 1_500_000  # 3,000,000 characters, 6 MB as text and structured content
+    make_server(tenant, enable=("huge",), url=hostile.url)
+    outcome = _invoke(tenant, "mcp__tt__huge", {})
+    assert outcome.ok, outcome.error
+    assert len(outcome.text) <= 20_000  # MCP_TOOL_MAX_CHARS
+    assert outcome.text.startswith("字x" * 9_000)
+    assert outcome.text.endswith(
+        "\n[The result was cut: the server sent more than 1000000 bytes; only the first 19894 characters are shown.]"
+    )
