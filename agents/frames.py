@@ -159,7 +159,7 @@ class Hello(Frame):
     """Once per socket, on accept: where the log stands and whether a turn is running."""
 
     type: ClassVar[str] = "hello"
-    conversation_id: int
+    conversation_id: int | None  # None: a widget visitor's socket before their first message
     last_seq: int
     running: bool
 
@@ -222,12 +222,14 @@ class ClientKind:
     USER_MESSAGE = UserMessage.type
     CATCH_UP = "catch_up"
     STOP = "stop"
+    VISITOR = "visitor"  # the widget socket's first frame: its ticket and visitor id (never in its URL)
 
 
 def client_kind(message: Mapping[str, Any]) -> str | None:
     """The kind of a page's socket message (a ClientKind), None when it names none of them."""
     kind = message.get("type")
-    return kind if kind in (ClientKind.USER_MESSAGE, ClientKind.CATCH_UP, ClientKind.STOP) else None
+    known = (ClientKind.USER_MESSAGE, ClientKind.CATCH_UP, ClientKind.STOP, ClientKind.VISITOR)
+    return kind if kind in known else None
 
 
 def is_error_body(body: str) -> bool:

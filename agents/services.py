@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 
 from agents.config import agent_config
 from agents.models import Agent, AgentVersion
-from memory.models import Conversation
+from memory.models import Conversation, ConversationSource, Visitor
 from memory.services import conversation_create
 from tenants.models import Tenant
 
@@ -113,8 +113,8 @@ def conversation_start(
     title: str = "",
     parent: Conversation | None = None,
     draft: bool = False,
-    source: str = "chat",
-    visitor: str = "",
+    source: str = ConversationSource.CHAT,
+    visitor: Visitor | None = None,
 ) -> Conversation:
     """Start a conversation on the agent's published version (else its draft), freezing its model and overflow
     strategy; `parent` marks a plan step's internal conversation. `draft` starts a test conversation on the draft

@@ -21,10 +21,11 @@ from django.utils.translation import gettext as _
 from agents.models import Agent
 from api.models import ApiKey, KeyScope
 from core.conf import setting
-from memory.models import Conversation
+from engine.admission import Caller
+from memory.models import Conversation, ConversationSource
 from memory.selectors import access_conversation
 from tenants.models import Membership, Role, Tenant
-from tenants.scope import all_tenants
+from tenants.scope import all_tenants, tenant_scope
 
 KEY_START = "ak-"
 # last_used_at is written at most this often per key (not once per request).
@@ -137,6 +138,15 @@ class KeyAccess:
         """The agents the key was limited to when it was made (empty: every agent), read once per request."""
         return frozenset(self.key.agents.values_list("pk", flat=True))
 
+    def caller(self, source: ConversationSource) -> Caller:
+        """The key as the engine's admission knows a caller: its member, limited to its agents; its streams counted."""
+        with tenant_scope(self.tenant):
+            agent_ids = self.chosen_agent_ids
+        return Caller(
+            tenant=self.tenant, source=source, user=self.user, membership=self.membership,
+            agent_ids=agent_ids, counts_streams=True,
+        )  # fmt: skip
+
     def agents(self) -> QuerySet[Agent]:
         """The agents the key reaches: published, active, and the key's own choice when it made one. Run in the
         key's tenant scope."""
@@ -192,9 +202,9 @@ def authenticate_key(secret: str | None) -> KeyAccess:
 
 
 def caller_conversation(*, conversation_id: int, user: Any, membership: Any, access: KeyAccess | None) -> Conversation:
-    """The conversation an API caller may read and write: memory.selectors.access_conversation's rule, never a plan
-    step's internal one, and for a key only one of the agents it reaches. Conversation.DoesNotExist otherwise. Run
-    in the caller's tenant scope."""
+    """The conversation an API caller may read: memory.selectors.access_conversation's rule, never a plan step's
+    internal one, and for a key only one of the agents it reaches. Conversation.DoesNotExist otherwise. Run in the
+    caller's tenant scope. Posting into one is the engine's admission's decision (its participant only)."""
     conversation = access_conversation(conversation_id=conversation_id, user=user, membership=membership)
     if conversation.parent_id is not None:
         raise Conversation.DoesNotExist

@@ -3,10 +3,13 @@
 A request is authenticated with the tenant's API keys (`Authorization: Bearer ak-…`, the `mcp` scope, the key's
 rate) before the `mcp` package's server sees it; the key's access rides in the ASGI scope, where the handlers read it
 (`ctx.request`), and each handler works in the key's tenant scope. The tool list is read from the database on every
-`tools/list`, so it follows publishing at once. A call runs the turn through engine.turns.submit_user_message, as
-the REST and OpenAI-compatible APIs do: the conversation is the platform's own, continued with its id.
+`tools/list`, so it follows publishing at once. A call starts its turn through the engine's one admission
+(engine.admission), as every other door does: the conversation is the platform's own (source MCP), continued with its
+id by the key's member only.
 
-The server runs stateless, answering JSON (no session to keep between requests, no stream left open). Its session
+The server runs stateless, answering JSON (no session to keep between requests, no stream left open: GET, the
+spec's server-to-client stream, is answered 405). A browser's request (one with an Origin) is taken only from this
+site's hosts or MCP_ALLOWED_ORIGINS. Its session
 manager still needs a running task group (`run()`), which a Starlette app would enter in its lifespan; Daphne does
 not send lifespan events, so the manager is started on the first request, in a task of the server's event loop that
 lives as long as that loop (one manager per loop).
@@ -22,10 +25,10 @@ import weakref
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 from django.conf import settings
-from django.db import transaction
 from django.http.request import split_domain_port, validate_host
 from django.utils import translation
 from django.utils.translation import gettext as _
@@ -36,15 +39,15 @@ from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, Te
 
 from agents.models import Agent
 from agents.runtime import TurnStatus
-from agents.services import conversation_start
-from api.keys import KeyAccess, KeyRefused, caller_conversation
+from api.keys import KeyAccess, KeyRefused
 from api.models import KeyScope
-from api.throttling import admit
+from api.throttling import authorize
+from core.conf import setting
 from core.db import database_sync_to_async
-from engine import turns
+from engine import admission
+from engine.admission import Refusal, Target
 from llm import errors
-from memory.models import Conversation
-from memory.services import title_from
+from memory.models import ConversationSource
 from tenants.scope import tenant_scope
 
 PATH = "/mcp"
@@ -99,8 +102,12 @@ async def list_agent_tools(ctx: Any, params: Any) -> ListToolsResult:
         return ListToolsResult(tools=await database_sync_to_async(_agent_tools)(_access(ctx)))
 
 
-def failed(text: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+def failed(text: str, code: str = "") -> CallToolResult:
+    """A tool error the client reads (with the refusal's code as structured content when there is one)."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], is_error=True,
+        structured_content={"error": {"code": code, "message": text}} if code else None,
+    )  # fmt: skip
 
 
 class CallRefused(Exception):
@@ -109,74 +116,55 @@ class CallRefused(Exception):
 
 @dataclass
 class _Call:
-    message: str
+    message: Any
     conversation_id: int | None
 
 
 def _arguments(arguments: Any) -> _Call:
-    arguments = arguments or {}
-    message = arguments.get("message")
+    """The call's arguments in their shapes; what the message may hold is the engine's admission's decision."""
+    arguments = arguments if isinstance(arguments, dict) else {}
     conversation_id = arguments.get("conversation_id")
-    if not isinstance(message, str) or not message.strip():
-        raise CallRefused(_("Give the message to send to the agent (message)."))
     if conversation_id is not None and (isinstance(conversation_id, bool) or not isinstance(conversation_id, int)):
         raise CallRefused(_("conversation_id must be the number an earlier answer gave."))
-    return _Call(message=message, conversation_id=conversation_id)
+    return _Call(message=arguments.get("message"), conversation_id=conversation_id)
 
 
-def _conversation(access: KeyAccess, name: str, call: _Call) -> Conversation:
-    """The conversation to continue, or a new one of the agent called `name`, in the key's tenant."""
+def _agent(access: KeyAccess, name: str) -> Agent:
+    """The agent the tool `name` stands for, among the key's."""
     with tenant_scope(access.tenant):
         agent = next((a for a in access.agents() if tool_name(a) == name), None)
-        if agent is None:
-            raise CallRefused(_("No agent “%(name)s” for this key: list the tools again.") % {"name": name})
-        if call.conversation_id is None:
-            with transaction.atomic():
-                return conversation_start(agent=agent, user=access.user, title=title_from(call.message))
-        try:
-            conversation = caller_conversation(
-                conversation_id=call.conversation_id, user=access.user, membership=access.membership, access=access
-            )
-        except Conversation.DoesNotExist:
-            conversation = None
-        if conversation is None or conversation.agent_id != agent.pk:
-            raise CallRefused(_("No such conversation of this agent."))
-        return conversation
+    if agent is None:
+        raise CallRefused(_("No agent “%(name)s” for this key: list the tools again.") % {"name": name})
+    return agent
 
 
-async def _turn(access: KeyAccess, conversation: Conversation, message: str) -> CallToolResult:
-    with tenant_scope(access.tenant):
-        submission = await turns.submit_user_message(
-            conversation=conversation, client_id=f"mcp-{uuid.uuid4().hex}", content=message
-        )
-    if submission.outcome == "busy":
-        return failed(_("Another reply of this conversation is being written. Retry when it has ended."))
-    if submission.task is None:
-        return failed(_("The platform is busy. Retry in a few seconds."))
-    result = await submission.task
+async def _call_agent(access: KeyAccess, params: CallToolRequestParams) -> CallToolResult:
+    try:
+        call = _arguments(params.arguments)
+        agent = await database_sync_to_async(_agent)(access, params.name)
+    except CallRefused as exc:
+        return failed(str(exc))
+    decision = await admission.admit(
+        caller=access.caller(ConversationSource.MCP), target=Target(agent=agent, conversation_id=call.conversation_id),
+        content=call.message, client_id=f"mcp-{uuid.uuid4().hex}",
+    )  # fmt: skip
+    if isinstance(decision, Refusal):
+        return failed(decision.message, code=str(decision.code))
+    result = await decision.submission.task
     if result is None or result.status == TurnStatus.FAILED:
         return failed(errors.message_for((result.error_code if result else "") or errors.PROVIDER_ERROR))
-    reply = result.message.content
+    reply, conversation_id = result.message.content, decision.conversation.pk
     # The reply, then the conversation's id for the next call (also as structured content, for clients that read it).
-    ids = json.dumps({"conversation_id": conversation.pk})
+    ids = json.dumps({"conversation_id": conversation_id})
     return CallToolResult(
         content=[TextContent(type="text", text=reply), TextContent(type="text", text=ids)],
-        structured_content={"reply": reply, "conversation_id": conversation.pk},
+        structured_content={"reply": reply, "conversation_id": conversation_id},
     )
 
 
 async def call_agent_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
     with translation.override(_language(ctx)):
         return await _call_agent(_access(ctx), params)
-
-
-async def _call_agent(access: KeyAccess, params: CallToolRequestParams) -> CallToolResult:
-    try:
-        call = _arguments(params.arguments)
-        conversation = await database_sync_to_async(_conversation)(access, params.name, call)
-    except CallRefused as exc:
-        return failed(str(exc))
-    return await _turn(access, conversation, call.message)
 
 
 def _server() -> Server:
@@ -236,14 +224,35 @@ async def mcp_endpoint(scope: Scope, receive: ASGIReceiveCallable, send: ASGISen
     if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
         await _respond(send, 400, {"error": {"code": "bad_host", "message": "Host not allowed."}})
         return
+    if not _origin_allowed(_header(scope, b"origin")):
+        await _respond(send, 403, {"error": {"code": "origin_not_allowed", "message": "Origin not allowed."}})
+        return
+    if scope["method"] not in ("POST", "DELETE"):
+        # Stateless: no stream for the server to send on its own (the spec lets a server answer GET with 405).
+        await _respond(send, 405, {"error": {"code": "method_not_allowed", "message": "Use POST."}},
+                       [(b"allow", b"POST")])  # fmt: skip
+        return
     try:
-        access = await database_sync_to_async(admit)(_header(scope, b"authorization"), KeyScope.MCP)
+        access = await database_sync_to_async(authorize)(_header(scope, b"authorization"), KeyScope.MCP)
     except KeyRefused as exc:
         headers = [(b"www-authenticate", b'Bearer realm="agentplat"')] if exc.status == 401 else []
         await _respond(send, exc.status, {"error": {"code": exc.code, "message": exc.message}}, headers)
         return
     manager = await session_manager()
     await manager.handle_request({**scope, ACCESS_KEY: access, LANGUAGE_KEY: _request_language(scope)}, receive, send)
+
+
+def _origin_allowed(origin: str | None) -> bool:
+    """A browser's request (it sends Origin) only from this site's own hosts or MCP_ALLOWED_ORIGINS: a page elsewhere
+    must not reach /mcp through the visitor's network (DNS rebinding). Programs send no Origin."""
+    if origin is None:
+        return True
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    if origin.rstrip("/").lower() in {allowed.rstrip("/").lower() for allowed in setting("MCP_ALLOWED_ORIGINS")}:
+        return True
+    return validate_host(parts.hostname, settings.ALLOWED_HOSTS)
 
 
 def mount_mcp(django_app: Any) -> Any:

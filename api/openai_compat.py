@@ -30,7 +30,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext as _
@@ -38,18 +37,18 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents.models import Agent
 from agents.runtime import TurnStatus
-from agents.services import conversation_start
 from agents.sinks import QueueSink
-from api.keys import KeyAccess, KeyRefused, caller_conversation
+from api.keys import KeyAccess, KeyRefused
 from api.models import KeyScope
 from api.openai_answers import Chunks, Ending, answer, stream, turn_error
 from api.openai_request import ApiError, CompletionRequest, parse_completion_request
-from api.throttling import StreamSlot, admit, holding, stream_slot_take
-from core.conf import setting
+from api.throttling import authorize
 from core.db import database_sync_to_async
-from engine import turns
-from memory.models import Conversation, Message, Role
-from memory.services import messages_import, title_from
+from engine import admission, turns
+from engine.admission import Admitted, Refusal, RefusalCode, Target
+from engine.places import holding
+from engine.turns import Outcome
+from memory.models import ConversationSource
 from tenants.scope import tenant_scope
 
 logger = logging.getLogger("api.openai")
@@ -60,7 +59,7 @@ KEY_ERROR_KINDS = {403: "permission_error", 429: "rate_limit_error"}
 def _access(authorization: str | None, *scopes: str) -> KeyAccess:
     """The request's key, checked for `scopes` (any of them) and the key's rate (run on the database thread)."""
     try:
-        return admit(authorization, *scopes)
+        return authorize(authorization, *scopes)
     except KeyRefused as exc:
         kind = KEY_ERROR_KINDS.get(exc.status, "authentication_error")
         raise ApiError(exc.status, exc.message, code=exc.code, kind=kind, retry_after=exc.retry_after) from None
@@ -135,63 +134,39 @@ async def unknown(request: HttpRequest, rest: str = "") -> HttpResponse:
 class Prepared:
     access: KeyAccess
     agent: Agent
-    conversation: Conversation
-    slot: StreamSlot | None = None  # a streamed reply's place among the tenant's (api.throttling)
 
 
 def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
-    """The key, the agent and the conversation of a request (one hop to the database thread)."""
+    """The key and the agent of a request (one hop to the database thread); the conversation is admission's."""
     access = _access(authorization, KeyScope.CHAT)
     with tenant_scope(access.tenant):
         agent = access.agents().filter(slug=ask.model).first()
-        if agent is None:
-            raise ApiError(
-                404, _("No agent “%(model)s” for this key. GET /v1/models lists them.") % {"model": ask.model},
-                code="model_not_found", param="model",
-            )  # fmt: skip
-        if ask.conversation_id is not None:
-            try:
-                conversation = caller_conversation(
-                    conversation_id=ask.conversation_id, user=access.user, membership=access.membership, access=access
-                )
-            except Conversation.DoesNotExist:
-                conversation = None
-            if conversation is None or conversation.agent_id != agent.pk:
-                raise ApiError(404, _("No such conversation of this agent."), code="conversation_not_found",
-                               param="metadata.conversation_id")  # fmt: skip
-            _refuse_pending_calls(conversation)
-        slot = _stream_slot(access) if ask.stream else None
-        if ask.conversation_id is None:
-            try:
-                with transaction.atomic():  # the history is stored whole or not at all
-                    conversation = conversation_start(
-                        agent=agent, user=access.user, title=title_from(ask.content), source="api"
-                    )
-                    messages_import(conversation=conversation, messages=ask.history)
-            except BaseException:
-                if slot is not None:
-                    slot.release()
-                raise
-    return Prepared(access=access, agent=agent, conversation=conversation, slot=slot)
+    if agent is None:
+        raise ApiError(
+            404, _("No agent “%(model)s” for this key. GET /v1/models lists them.") % {"model": ask.model},
+            code="model_not_found", param="model",
+        )  # fmt: skip
+    return Prepared(access=access, agent=agent)
 
 
-def _refuse_pending_calls(conversation: Conversation) -> None:
-    """A conversation whose last reply handed the client its tool calls goes on only with their results, which come
-    with the whole history (api.openai_request): a new message here would leave the calls unanswered."""
-    last = Message.objects.filter(conversation=conversation).order_by("-id").values_list("role", "tool_calls").first()
-    if last is not None and last[0] == Role.ASSISTANT and last[1]:
-        raise ApiError(409, _("This conversation waits for the results of your tools: send them with the whole "
-                              "history, without the conversation id."), code="tool_results_pending",
-                       param="metadata.conversation_id")  # fmt: skip
+# The request field a refusal is about (OpenAI's `param`), and OpenAI's error type by status.
+REFUSAL_PARAMS = {
+    RefusalCode.CONVERSATION_NOT_FOUND: "metadata.conversation_id",
+    RefusalCode.TOOL_RESULTS_PENDING: "metadata.conversation_id",
+    RefusalCode.EMPTY_MESSAGE: "messages",
+    RefusalCode.MESSAGE_TOO_LONG: "messages",
+    RefusalCode.INVALID_CHARACTERS: "messages",
+    RefusalCode.INVALID_CLIENT_ID: "metadata.idempotency_key",
+}
+REFUSAL_KINDS = {404: "invalid_request_error", 409: "conflict_error", 429: "rate_limit_error", 503: "server_error"}
 
 
-def _stream_slot(access: KeyAccess) -> StreamSlot | None:
-    """A place for one more streamed reply of the key's tenant (API_TENANT_MAX_STREAMS), or ApiError 429."""
-    try:
-        return stream_slot_take(access.tenant.pk)
-    except KeyRefused as exc:
-        raise ApiError(exc.status, exc.message, code=exc.code, kind="rate_limit_error",
-                       retry_after=exc.retry_after) from None  # fmt: skip
+def refusal_error(refusal: Refusal) -> ApiError:
+    """The engine's refusal in OpenAI's error shape."""
+    return ApiError(
+        refusal.status, refusal.message, code=str(refusal.code), param=REFUSAL_PARAMS.get(refusal.code),
+        kind=REFUSAL_KINDS.get(refusal.status, "invalid_request_error"), retry_after=refusal.retry_after,
+    )  # fmt: skip
 
 
 def _completion_id(user_message_id: int) -> str:
@@ -199,15 +174,6 @@ def _completion_id(user_message_id: int) -> str:
     secret key: random to a client, so it tells nothing of how busy the platform is."""
     digest = salted_hmac("api.openai.completion-id", str(user_message_id), algorithm="sha256").hexdigest()
     return f"chatcmpl-{digest[:29]}"
-
-
-def _submission_error(outcome: str) -> ApiError:
-    if outcome == "busy":
-        return ApiError(409, _("Another reply of this conversation is being written. Retry when it has ended."),
-                        code="conversation_busy", kind="conflict_error")  # fmt: skip
-    seconds = setting("CHAT_BUSY_RETRY_SECONDS")
-    return ApiError(503, _("The platform is busy. Retry in %(seconds)s s.") % {"seconds": seconds},
-                    code="overloaded", kind="server_error", retry_after=seconds)  # fmt: skip
 
 
 @csrf_exempt
@@ -220,36 +186,31 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         prepared = await database_sync_to_async(_prepare)(request.headers.get("Authorization"), ask)
     except ApiError as exc:
         return exc.response()
+    sink = QueueSink()
+    decision = await admission.admit(
+        caller=prepared.access.caller(ConversationSource.API),
+        target=Target(agent=prepared.agent, conversation_id=ask.conversation_id, history=ask.history),
+        content=ask.content, client_id=ask.client_id or f"api-{uuid.uuid4().hex}", stream=ask.stream,
+        then=ask.tool_round, options=ask.options, also=sink,
+    )  # fmt: skip
+    if isinstance(decision, Refusal):
+        return refusal_error(decision).response()
     response = None
     try:
-        response = await _complete(ask, prepared)
+        response = await _complete(ask, prepared, decision, sink)
         return response
     finally:
-        # A streamed answer keeps its place until the stream ends (api.throttling.holding); any other answer frees it.
-        if prepared.slot is not None and not getattr(response, "holds_stream_slot", False):
-            await prepared.slot.arelease()
+        # A streamed answer keeps its place until the stream ends (engine.places.holding); any other answer frees it.
+        if decision.slot is not None and not getattr(response, "holds_stream_slot", False):
+            await decision.slot.arelease()
 
 
-async def _complete(ask: CompletionRequest, prepared: Prepared) -> HttpResponse:
-    conversation = prepared.conversation
-    sink = QueueSink()
-    with tenant_scope(prepared.access.tenant):
-        submission = await turns.submit_user_message(
-            conversation=conversation,
-            client_id=ask.client_id or f"api-{uuid.uuid4().hex}",
-            content=ask.content,
-            also=sink,
-            then=ask.tool_round,
-            options=ask.options,
-        )
+async def _complete(ask: CompletionRequest, prepared: Prepared, admitted: Admitted, sink: QueueSink) -> HttpResponse:
+    conversation, submission = admitted.conversation, admitted.submission
     headers = {"X-Conversation-Id": str(conversation.pk)}
-    if submission.outcome in ("busy", "overloaded"):
-        response = _submission_error(submission.outcome).response()
-        response["X-Conversation-Id"] = str(conversation.pk)
-        return response
     common = {"model": prepared.agent.slug, "created": int(time.time()), "conversation_id": conversation.pk}
     completion_id = _completion_id(submission.message.pk)
-    if submission.outcome == "duplicate":
+    if submission.outcome == Outcome.DUPLICATE:
         ending = Ending(submission.reply.content if submission.reply else "")
         return answer(common, completion_id, ending, None, headers, ask)
     task = submission.task
@@ -257,7 +218,7 @@ async def _complete(ask: CompletionRequest, prepared: Prepared) -> HttpResponse:
     task.add_done_callback(lambda _task: sink.queue.put_nowait(None))
     if ask.stream:
         chunks = stream(task, sink, Chunks(common, completion_id, ask.include_usage), ask, conversation.pk)
-        response = StreamingHttpResponse(holding(prepared.slot, chunks), content_type="text/event-stream",
+        response = StreamingHttpResponse(holding(admitted.slot, chunks), content_type="text/event-stream",
                                          headers=headers)  # fmt: skip
         response.holds_stream_slot = True
         response["Cache-Control"] = "no-cache"

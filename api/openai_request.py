@@ -15,8 +15,7 @@ from django.http import JsonResponse
 from django.utils.translation import gettext as _
 
 from agents.models import MAX_REPLY_TOKENS
-from api.parsers import unstorable_at, unstorable_message
-from core.bounded import loads_json
+from core.bounded import loads_json, unstorable_at, unstorable_message
 from llm.messages import ChatMessage, Role
 from llm.options import CallOptions
 

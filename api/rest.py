@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from agents.export import AgentImportError, agent_export, agent_import, export_filename
+from agents.limits import MAX_MESSAGE_CHARS
 from agents.models import Agent, AgentKind, Workflow, WorkflowRun
 from agents.runtime import TurnStatus
 from agents.services import agent_create, agent_publish, agent_update, conversation_start
@@ -33,12 +34,12 @@ from agents.workflows.services import workflow_runs_for, workflow_validate
 from api.authentication import HasScope, TenantScopedApiView, administers, key_access
 from api.keys import caller_conversation
 from api.models import KeyScope
-from engine import turns
+from engine import admission, turns
+from engine.admission import MAX_CLIENT_ID_CHARS, Admitted, Caller, Refusal, Target
+from engine.turns import Outcome
 from llm import errors
 from memory.feedback import MAX_COMMENT_CHARS, feedback_record
-from memory.models import Conversation, Message
-
-MAX_CONTENT_CHARS = 20_000
+from memory.models import Conversation, ConversationSource, Message
 
 
 class Pages(PageNumberPagination):
@@ -349,16 +350,15 @@ class MessageSerializer(serializers.ModelSerializer):
 
 
 class SendSerializer(serializers.Serializer):
-    content = serializers.CharField(max_length=MAX_CONTENT_CHARS, trim_whitespace=False)
+    """The message's shape for the schema; what it may hold is the engine's admission's decision (its refusals)."""
+
+    content = serializers.CharField(
+        max_length=MAX_MESSAGE_CHARS, trim_whitespace=False, help_text="The message (at most 20,000 characters)."
+    )
     client_id = serializers.CharField(
-        required=False, max_length=100,
+        required=False, max_length=MAX_CLIENT_ID_CHARS,
         help_text="Sending again with the same client_id returns the first answer; the turn runs once.",
     )  # fmt: skip
-
-    def validate_content(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError(_("Write a message first."))
-        return value
 
 
 class TurnSerializer(serializers.Serializer):
@@ -429,22 +429,22 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
         if agent is None:
             raise exceptions.ValidationError({"agent": [_("No such agent for this caller.")]})
         title = data.validated_data.get("title", "")
-        conversation = conversation_start(agent=agent, user=request.user, title=title, source="api")
+        conversation = conversation_start(agent=agent, user=request.user, title=title, source=ConversationSource.API)
         return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(methods=["GET"], responses={200: page_of(MessageSerializer)})
     @extend_schema(methods=["POST"], request=SendSerializer, responses={200: TurnSerializer})
     @action(detail=True, methods=["get", "post"])
     def messages(self, request: Request, pk: str | None = None) -> Response:
-        """GET: the stored messages, oldest first. POST: send a message and wait for the reply (blocking)."""
-        conversation = self.get_object()
+        """GET: the stored messages, oldest first. POST: send a message and wait for the reply (blocking); only the
+        conversation's own participant may (engine.admission): anyone else gets 404 `conversation_not_found`."""
         if request.method == "GET":
+            conversation = self.get_object()
             page = self.paginate_queryset(Message.objects.filter(conversation=conversation).order_by("id"))
             return self.get_paginated_response(MessageSerializer(page, many=True).data)
-        data = SendSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        client_id = data.validated_data.get("client_id") or f"api-{uuid.uuid4().hex}"
-        return self._send(conversation, client_id, data.validated_data["content"])
+        data = request.data if isinstance(request.data, dict) else {}
+        client_id = data.get("client_id") or f"api-{uuid.uuid4().hex}"
+        return self._send(int(pk or 0), client_id, data.get("content"))
 
     @extend_schema(request=FeedbackSerializer, responses={200: FeedbackResultSerializer})
     @action(detail=True, methods=["post"], url_path=r"messages/(?P<message_id>\d+)/feedback")
@@ -473,25 +473,36 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
         conversation = self.get_object()
         return Response({"stopped": async_to_sync(turns.request_stop)(conversation_id=conversation.pk)})
 
-    def _send(self, conversation: Conversation, client_id: str, content: str) -> Response:
-        async def turn() -> tuple[turns.Submission, Any]:
-            submission = await turns.submit_user_message(
-                conversation=conversation, client_id=client_id, content=content
-            )
-            result = await submission.task if submission.task is not None else None
-            return submission, result
+    def _send(self, conversation_id: int, client_id: Any, content: Any) -> Response:
+        access = key_access(self.request)
+        if access is not None:
+            caller = access.caller(ConversationSource.API)
+        else:
+            caller = Caller(tenant=self.request.tenant, source=ConversationSource.API, user=self.request.user,
+                            membership=self.request.membership)  # fmt: skip
 
-        submission, result = async_to_sync(turn)()
-        if submission.outcome == "busy":
-            return _error(409, "conversation_busy", _("Another reply of this conversation is being written."))
-        if submission.outcome == "overloaded":
-            return _error(503, "overloaded", _("The platform is busy. Retry in a few seconds."))
+        async def turn() -> tuple[Admitted | Refusal, Any]:
+            decision = await admission.admit(
+                caller=caller, target=Target(conversation_id=conversation_id), content=content, client_id=client_id
+            )
+            if isinstance(decision, Refusal) or decision.submission.task is None:
+                return decision, None
+            return decision, await decision.submission.task
+
+        decision, result = async_to_sync(turn)()
+        if isinstance(decision, Refusal):
+            response = Response({"error": {"code": str(decision.code), "message": decision.message}},
+                                status=decision.status)  # fmt: skip
+            if decision.retry_after is not None:
+                response["Retry-After"] = str(decision.retry_after)
+            return response
+        submission = decision.submission
         reply = result.message if result is not None else submission.reply
         body = {
             "status": str(result.status) if result is not None else "duplicate",
             "message": MessageSerializer(submission.message).data,
             "reply": MessageSerializer(reply).data if reply is not None else None,
-            "duplicate": submission.outcome == "duplicate",
+            "duplicate": submission.outcome == Outcome.DUPLICATE,
         }
         if result is not None and result.status == TurnStatus.FAILED:
             code = result.error_code or errors.PROVIDER_ERROR

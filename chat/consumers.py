@@ -1,6 +1,10 @@
-"""The chat websocket `ws/chat/<conversation_id>/`: user messages start turns, frames of the conversation are forwarded
-in seq order, `catch_up` replays what a socket missed, `stop` stops the running turn. Protocol:
-docs/stream-protocol.md.
+"""The conversation socket: the chat page's `ws/chat/<conversation_id>/` and, entered another way, the widget's
+`ws/embed/<token>/` (widget.consumers). User messages are taken through the engine's one admission
+(engine.admission), frames of the conversation are forwarded in seq order, `catch_up` replays what a socket missed,
+`stop` stops the running turn. Protocol: docs/stream-protocol.md.
+
+How a socket is entered (who calls, which conversation it watches) is an `Entry`: the session's (here) or the embed
+token's (widget.consumers); the socket itself is the same for both.
 
 The socket takes its frames from this process's bus hub (engine.bus), not from the channel layer: no channel, no group
 and no blocking receive per socket. Frames pass through an inbox drained by one task at a time under the socket's
@@ -14,36 +18,40 @@ import contextlib
 import dataclasses
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.utils.translation import get_supported_language_variant, gettext, override
+from django.utils.translation import get_supported_language_variant, override
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from agents import frames
-from agents.limits import MAX_MESSAGE_CHARS, MessageLimit
-from chat.selectors import conversation_message_limit
-from core.conf import setting
+from agents.limits import MessageLimit
 from core.db import database_sync_to_async
-from engine import turns
+from engine import admission, turns
+from engine.admission import Caller, Refusal, RefusalCode, Target
 from engine.bus import hub_for
 from engine.sinks import page_frame
 from engine.streams import get_frame_log
+from engine.turns import Outcome
 from llm import errors
-from memory.models import Conversation
+from memory.models import Conversation, ConversationSource
 from memory.selectors import access_conversation
-from tenants.consumers import TenantScopedJsonConsumer
+from tenants.middleware import SESSION_KEY
+from tenants.models import Tenant
+from tenants.scope import tenant_scope
+from tenants.selectors import resolve_membership
 
 # A socket that has not said where to resume from (catch_up) within this delay gets live frames from its connect.
 SYNC_DELAY_SECONDS = 1.0
-MAX_CONTENT_CHARS = MAX_MESSAGE_CHARS  # the platform's limit; an agent's own may be less (agents.limits)
-MAX_CLIENT_ID_CHARS = 100
-# Refusal codes of a socket's own message (besides busy and overloaded).
-EMPTY_MESSAGE = "empty_message"
-MESSAGE_TOO_LONG = "message_too_long"
+# An entry that takes its credentials in the socket's first frame (the widget's) waits this long for it.
+CREDENTIALS_SECONDS = 10.0
 # Close code of a socket whose user left the tenant or changed role: the page reconnects at once, and the connect
 # checks access again (a removed member then gets 4403).
 ACCESS_CHANGED_CLOSE = 4012
+NOT_AUTHENTICATED_CLOSE = 4401
+REFUSED_CLOSE = 4403
 # Inbox markers: catch up from the log (the bus reconnected); start live frames if the page has not said where it
 # resumes from (SYNC_DELAY_SECONDS after connect).
 _RESYNC = -1
@@ -52,15 +60,7 @@ _SYNC = -2
 logger = logging.getLogger("chat.consumers")
 
 
-def _conversation_for(*, user: Any, membership: Any, conversation_id: int) -> Conversation | None:
-    """The conversation if `user` may open it (memory.selectors.access_conversation: the chat page's rule too)."""
-    try:
-        return access_conversation(conversation_id=conversation_id, user=user, membership=membership)
-    except Conversation.DoesNotExist:
-        return None
-
-
-def _language(scope: dict[str, Any]) -> str:
+def socket_language(scope: dict[str, Any]) -> str:
     """The connection's language: the language cookie, else Accept-Language, else the site default."""
     headers = dict(scope.get("headers") or [])
     candidates = []
@@ -75,68 +75,155 @@ def _language(scope: dict[str, Any]) -> str:
     return settings.LANGUAGE_CODE
 
 
-class ChatConsumer(TenantScopedJsonConsumer):
+class Entry:
+    """How a conversation socket was entered: who is calling (engine.admission.Caller), the conversation the socket
+    watches (None until a widget visitor's first message makes it) and where a message goes. The methods without
+    `async` run on the database thread."""
+
+    # True: the socket is accepted first and its credentials come in its first frame (`credentials()`).
+    takes_credentials = False
+
+    def __init__(self, scope: dict[str, Any]) -> None:
+        self.scope = scope
+        self.tenant: Tenant | None = None
+        self.conversation: Conversation | None = None
+        self.language = settings.LANGUAGE_CODE
+        # The conversation's message limit, as the first admitted message worked it out (engine.admission.Target).
+        self.limit: MessageLimit | None = None
+
+    def open(self) -> int | None:
+        """Read what the connect needs (one database hop); a close code to refuse the socket, else None."""
+        raise NotImplementedError
+
+    def credentials(self, content: dict[str, Any]) -> bool:
+        """Check the first frame's credentials (entries that take them); False: the socket is refused."""
+        return False
+
+    def caller(self) -> Caller:
+        raise NotImplementedError
+
+    def target(self) -> Target:
+        """Where a message of this socket goes: its conversation."""
+        return Target(conversation=self.conversation, limit=self.limit)
+
+    def gone(self) -> str:
+        """Words when the entry closed meanwhile (checked before each message); "" while it is open."""
+        return ""
+
+    def watch_access(self, hub: Any, on_change: Callable[[], None]) -> Callable[[], None]:
+        """Call `on_change` when the caller's access changes; returns the function that stops watching."""
+        return lambda: None
+
+
+class SessionEntry(Entry):
+    """The chat page's socket `ws/chat/<conversation_id>/`: a logged-in member in the session's active tenant, on a
+    conversation they may read (memory.selectors.access_conversation); only its participant posts (admission)."""
+
+    def open(self) -> int | None:
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            return NOT_AUTHENTICATED_CLOSE
+        session = self.scope.get("session")
+        tenant_id = session.get(SESSION_KEY) if session is not None else None
+        self.tenant, self.membership = resolve_membership(user=user, tenant_id=tenant_id)
+        if self.tenant is None:
+            return REFUSED_CLOSE
+        with tenant_scope(self.tenant):
+            try:
+                self.conversation = access_conversation(
+                    conversation_id=int(self.scope["url_route"]["kwargs"]["conversation_id"]),
+                    user=user,
+                    membership=self.membership,
+                )
+            except Conversation.DoesNotExist:
+                return REFUSED_CLOSE
+        self.language = socket_language(self.scope)
+        return None
+
+    def caller(self) -> Caller:
+        return Caller(
+            tenant=self.tenant, source=ConversationSource.CHAT, user=self.scope["user"], membership=self.membership
+        )
+
+    def watch_access(self, hub: Any, on_change: Callable[[], None]) -> Callable[[], None]:
+        """Removed from the tenant, or given another role: the socket closes; a reconnect checks access again."""
+        return hub.on_access_change(self.scope["user"].pk, self.tenant.pk, on_change)
+
+
+class ConversationSocket(AsyncJsonWebsocketConsumer):
+    """A socket on one conversation, entered through `entry` (SessionEntry; the widget's EmbedEntry): frames
+    forwarded in seq order, catch-up, stop, and messages taken through the engine's one admission."""
+
     # Frames come from the bus hub: this consumer needs no channel-layer channel (an unknown alias gives None).
     channel_layer_alias = "chat-sockets-use-the-bus"
+    entry_class: type[Entry] = SessionEntry
+    entry: Entry | None = None
     conversation: Conversation | None = None
     hub = None
     pump: asyncio.Task | None = None  # set at accept: a refused socket's disconnect finds None
-    # The conversation's message limit (agents.limits), read at the first message (a connect stays one hop), and at
-    # every message of a test conversation, whose draft may be edited meanwhile.
-    limit: MessageLimit | None = None
+    opened = False
 
-    def connect_reads(self) -> None:
-        if self.scope["user"].is_authenticated:
-            self.conversation = _conversation_for(
-                user=self.scope["user"],
-                membership=self.membership,
-                conversation_id=int(self.scope["url_route"]["kwargs"]["conversation_id"]),
-            )
+    async def dispatch(self, message: dict) -> None:
+        tenant = self.entry.tenant if self.entry is not None else None
+        with tenant_scope(tenant) if tenant is not None else contextlib.nullcontext():
+            await super().dispatch(message)
 
     async def connect(self) -> None:
-        if not self.scope["user"].is_authenticated:
-            await self.close(code=4401)
+        self.entry = self.entry_class(self.scope)
+        refused = await database_sync_to_async(self.entry.open)()
+        if refused is not None:
+            await self.close(code=refused)
             return
-        if self.conversation is None:  # read with the membership (connect_reads): one database hop per connect
-            await self.close(code=4403)
+        if self.entry.takes_credentials:
+            await self.accept()
+            self._credentials_timer = asyncio.get_running_loop().call_later(
+                CREDENTIALS_SECONDS, lambda: asyncio.ensure_future(self.close(code=NOT_AUTHENTICATED_CLOSE))
+            )
             return
-        await self.open_stream(self.conversation, _language(self.scope))
+        await self.accept()
+        await self.open_stream()
 
-    async def open_stream(self, conversation: Conversation, language: str) -> None:
-        """Accept the socket on `conversation`: say hello, then forward its frames (the widget's socket too)."""
-        self.conversation = conversation
-        self.language = language
+    async def open_stream(self) -> None:
+        """Say hello, then forward the conversation's frames (none yet when it has no conversation)."""
+        self.opened = True
+        self.language = self.entry.language
         self.log = get_frame_log()
         # Frames arriving before this socket says where it resumes from are held (they are in the log too).
         self.synced = False
         self.sent_seq = 0
+        self.connect_seq = 0
         self.held: list[tuple[int, str]] = []
         self.inbox: deque[tuple[int, str]] = deque()
         self.lock = asyncio.Lock()
         self.hub = hub_for(self.log)
-        self._unwatch = self.watch_access()
-        await self.hub.listen(conversation.pk, self)
-        self.connect_seq, running = await self.log.state(conversation.pk)
-        await self.accept()
-        hello = frames.Hello(conversation_id=conversation.pk, last_seq=self.connect_seq, running=running is not None)
+        self._unwatch = self.entry.watch_access(self.hub, self._access_changed)
+        running = None
+        if self.entry.conversation is not None:
+            self.conversation = self.entry.conversation
+            await self.hub.listen(self.conversation.pk, self)
+            self.connect_seq, running = await self.log.state(self.conversation.pk)
+        conversation_id = self.conversation.pk if self.conversation is not None else None
+        hello = frames.Hello(conversation_id=conversation_id, last_seq=self.connect_seq, running=running is not None)
         await self.send_json(hello.as_dict())
         self._sync_timer = asyncio.get_running_loop().call_later(SYNC_DELAY_SECONDS, self._push, _SYNC, "")
 
+    async def _attach(self, conversation: Conversation) -> None:
+        """The conversation a first message made: listen to it and send its frames from the first."""
+        self.conversation = self.entry.conversation = conversation
+        await self.hub.listen(conversation.pk, self)
+        await self._replay(0)
+
     async def disconnect(self, code: int) -> None:
-        timer = getattr(self, "_sync_timer", None)
-        if timer is not None:
-            timer.cancel()
+        for timer in (getattr(self, "_sync_timer", None), getattr(self, "_credentials_timer", None)):
+            if timer is not None:
+                timer.cancel()
         if self.hub is not None:
-            self.hub.unlisten(self.conversation.pk, self)
+            if self.conversation is not None:
+                self.hub.unlisten(self.conversation.pk, self)
             self._unwatch()
         if self.pump is not None:
             self.pump.cancel()
         # The turn is not ours to end: it runs on and is stored; other sockets (or a reconnect) get its frames.
-
-    def watch_access(self) -> Any:
-        """Removed from the tenant, or given another role: this socket closes; a reconnect checks access again.
-        Returns the function that stops watching."""
-        return self.hub.on_access_change(self.scope["user"].pk, self.tenant.pk, self._access_changed)
 
     def _access_changed(self) -> None:
         asyncio.get_running_loop().create_task(self.close(code=ACCESS_CHANGED_CLOSE))
@@ -168,14 +255,17 @@ class ChatConsumer(TenantScopedJsonConsumer):
                     await self._forward(seq, body)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not self.opened:  # an entry that takes credentials: its first frame
+            await self._credentials(content)
+            return
         if not isinstance(content, dict):
-            await self._reject(errors.BAD_REQUEST)
+            await self._send_refusal(errors.BAD_REQUEST)
             return
         kind = frames.client_kind(content)
         if kind == frames.ClientKind.CATCH_UP:
             after_seq = content.get("after_seq")
             if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
-                await self._reject(errors.BAD_REQUEST)
+                await self._send_refusal(errors.BAD_REQUEST)
                 return
             await self._replay(after_seq)
             return
@@ -183,84 +273,61 @@ class ChatConsumer(TenantScopedJsonConsumer):
             await self._replay(self.connect_seq)
         if kind == frames.ClientKind.USER_MESSAGE:
             await self._user_message(content)
-        elif kind == frames.ClientKind.STOP:
+        elif kind == frames.ClientKind.STOP and self.conversation is not None:
             await turns.request_stop(conversation_id=self.conversation.pk)
-        else:
-            await self._reject(errors.BAD_REQUEST)
+        elif kind != frames.ClientKind.STOP:
+            await self._send_refusal(errors.BAD_REQUEST)
+
+    async def _credentials(self, content: Any) -> None:
+        if not isinstance(content, dict) or frames.client_kind(content) != frames.ClientKind.VISITOR:
+            await self.close(code=NOT_AUTHENTICATED_CLOSE)
+            return
+        if not await database_sync_to_async(self.entry.credentials)(content):
+            await self.close(code=REFUSED_CLOSE)
+            return
+        self._credentials_timer.cancel()
+        await self.open_stream()
 
     async def _user_message(self, content: dict[str, Any]) -> None:
-        client_id, text = content.get("client_id"), content.get("content")
-        if not isinstance(client_id, str) or not client_id.strip() or len(client_id) > MAX_CLIENT_ID_CHARS:
-            await self._reject(errors.BAD_REQUEST, client_id=client_id if isinstance(client_id, str) else None)
+        client_id = content.get("client_id")
+        gone = await database_sync_to_async(self.entry.gone)() if self.entry.takes_credentials else ""
+        if gone:
+            await self._send_refusal(RefusalCode.CONVERSATION_NOT_FOUND, client_id, text=gone)
             return
-        if not isinstance(text, str) or not text.strip():
-            await self._reject(EMPTY_MESSAGE, client_id=client_id)
-            return
-        if len(text) > MAX_CONTENT_CHARS:
-            await self._reject(MESSAGE_TOO_LONG, client_id=client_id)
-            return
-        if self.conversation.parent_id is not None:  # a plan step's conversation is read-only
-            await self._reject(errors.BAD_REQUEST, client_id=client_id)
-            return
-        if self.limit is None or self.conversation.is_test:  # a test conversation's draft may change between messages
-            self.limit = await database_sync_to_async(conversation_message_limit)(conversation=self.conversation)
         with override(self.language):
-            too_long = self.limit.refusal(text)
-        if too_long:
-            await self._reject(MESSAGE_TOO_LONG, client_id=client_id, text=too_long)
+            decision = await admission.admit(
+                caller=self.entry.caller(), target=self.entry.target(), content=content.get("content"),
+                client_id=client_id,
+            )  # fmt: skip
+            if isinstance(decision, Refusal):
+                await self._send_refusal(decision.code, client_id, decision.message, decision.retry_after)
+                return
+        self.entry.limit = decision.limit
+        if self.conversation is None:
+            await self._attach(decision.conversation)
             return
-        submission = await turns.submit_user_message(conversation=self.conversation, client_id=client_id, content=text)
-        if submission.outcome in ("busy", "overloaded"):
-            await self._reject(submission.outcome, client_id=client_id)
-        elif submission.outcome == "duplicate":
-            await self._resend(submission, client_id)
+        if decision.outcome == Outcome.DUPLICATE:
+            for logged in admission.answer_frames(decision, client_id):
+                await self._send_logged(logged)
 
-    async def _resend(self, submission: turns.Submission, client_id: str) -> None:
-        """A resent client_id: replay the logged frames of its turn, or say what the database knows."""
-        if submission.frames:
-            for logged in submission.frames:
-                await self._send_frame(logged, replay=True)
-            return
-        message, reply = submission.message, submission.reply
-        echo = frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content, duplicate=True)
-        await self._send_own(echo)
-        if reply is not None:
-            usage = reply.usage or {}
-            done = frames.Done(
-                message_id=reply.pk,
-                status=reply.status,
-                usage=frames.usage_dict(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
-                content=reply.content,
-                duplicate=True,
-            )
-            await self._send_own(done)
+    async def _send_logged(self, logged: frames.Logged) -> None:
+        if logged.seq is None:
+            await self._send_own(logged.frame)
+        else:
+            await self._send_frame(logged, replay=True)
 
     async def _send_own(self, frame: frames.Frame) -> None:
         """A frame for this socket only, not of the conversation: `seq` is null and the log does not keep it."""
         await self.send_json(frames.Logged(None, page_frame(frame)).as_dict())
 
-    async def _reject(self, code: str, client_id: str | None = None, text: str = "") -> None:
-        """An error for this socket only (not a frame of the conversation: seq is null); `text` says why, else the
-        code's own words."""
-        retry_after = setting("CHAT_BUSY_RETRY_SECONDS") if code == "overloaded" else None
+    async def _send_refusal(
+        self, code: str, client_id: Any = None, text: str = "", retry_after: int | None = None
+    ) -> None:
+        """An error for this socket only (not a frame of the conversation: seq is null)."""
         if not text:
-            with override(self.language):
-                text = self._reason(code, retry_after)
+            text = errors.message_for(code, self.language)
+        client_id = client_id if isinstance(client_id, str) else None
         await self._send_own(frames.Error(code=code, message=text, client_id=client_id, retry_after=retry_after))
-
-    def _reason(self, code: str, retry_after: int | None) -> str:
-        """The words of a refusal code, in the active language."""
-        if code == "busy":
-            return gettext("The agent is still answering. Wait for the reply or stop it, then send again.")
-        if code == "overloaded":
-            return gettext("The platform is busy and did not take your message. It is sent again in %(seconds)s s.") % {
-                "seconds": retry_after
-            }
-        if code == EMPTY_MESSAGE:
-            return gettext("The message is empty. Write something first.")
-        if code == MESSAGE_TOO_LONG:
-            return MessageLimit(chars=MAX_CONTENT_CHARS).explanation()
-        return errors.message_for(code, self.language)
 
     async def _replay(self, after_seq: int) -> None:
         async with self.lock:
@@ -268,6 +335,9 @@ class ChatConsumer(TenantScopedJsonConsumer):
 
     async def _replay_locked(self, after_seq: int) -> None:
         """Send every kept frame with seq > after_seq, in order; then live frames continue after the last one."""
+        if self.conversation is None:  # a visitor before their first message: nothing to send yet
+            self.synced = True
+            return
         last = await self.log.last_seq(self.conversation.pk)
         after_seq = min(after_seq, last)  # a counter that restarted (store flushed): resume from its present
         logged = await self.log.after(self.conversation.pk, after_seq)

@@ -2,8 +2,8 @@
 
 from django.urls import path
 
-from chat.consumers import ChatConsumer
+from chat.consumers import ConversationSocket
 
 websocket_urlpatterns = [
-    path("ws/chat/<int:conversation_id>/", ChatConsumer.as_asgi()),
+    path("ws/chat/<int:conversation_id>/", ConversationSocket.as_asgi()),
 ]

@@ -18,9 +18,8 @@ from agents.selectors import agent_get
 from agents.services import conversation_start as start_conversation
 from agents.tools import tool_labels
 from agents.workflows.schema import step_type_labels
-from api.parsers import unstorable_at, unstorable_message
 from chat import selectors
-from core.bounded import loads_json
+from core.bounded import loads_json, unstorable_at, unstorable_message
 from memory.feedback import feedback_record, parse_rating
 from memory.models import Conversation, ConversationSource, Message
 from memory.selectors import access_conversation

@@ -4,6 +4,7 @@ per nesting level, so a document of a few KB made of brackets raised RecursionEr
 from __future__ import annotations
 
 import json
+from collections import deque
 from typing import Any
 
 import yaml
@@ -61,3 +62,32 @@ class BoundedJSONFormField(forms.JSONField):
             return super().bound_data(data, initial)
         except RecursionError:
             return data
+
+
+def unstorable(text: str) -> bool:
+    """Whether `text` holds a NUL character or a lone surrogate, which PostgreSQL text and UTF-8 cannot store."""
+    return "\x00" in text or any("\ud800" <= char <= "\udfff" for char in text)
+
+
+def unstorable_at(value: Any, path: str = "") -> str | None:
+    """Where in a parsed JSON document a string holds a NUL character or a lone surrogate (which JSON's \\u escapes
+    can carry, but PostgreSQL text and UTF-8 cannot), as `messages[1].content`; None when there is none. Iterative:
+    the document's depth is already bounded by loads_json, but a walk must not be what recurses."""
+    pending: deque[tuple[str, Any]] = deque([(path, value)])
+    while pending:
+        where, item = pending.popleft()
+        if isinstance(item, str):
+            if unstorable(item):
+                return where or "body"
+        elif isinstance(item, dict):
+            pending.extend((f"{where}.{key}" if where else str(key), child) for key, child in item.items())
+            pending.extend((where or "body", key) for key in item)
+        elif isinstance(item, list):
+            pending.extend((f"{where}[{n}]", child) for n, child in enumerate(item))
+    return None
+
+
+def unstorable_message(where: str) -> str:
+    return _("%(field)s contains a NUL character or a lone surrogate, which cannot be stored: remove it.") % {
+        "field": where
+    }

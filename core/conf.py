@@ -217,6 +217,25 @@ SETTINGS: tuple[Setting, ...] = (
         "How long a widget frame's signed ticket opens the visitor's chat and socket; then the frame loads again "
         "(and its host page's origin is checked again).",
     ),
+    Setting(
+        "WIDGET_NEW_VISITORS_PER_ADDRESS",
+        "int",
+        20,
+        "New website visitors (first messages) one address may make per hour through one embed token (0: no limit).",
+    ),
+    Setting(
+        "WIDGET_NEW_VISITORS_PER_TOKEN",
+        "int",
+        2000,
+        "New website visitors (first messages) one embed token takes per hour, from all addresses (0: no limit).",
+    ),
+    Setting(
+        "MCP_ALLOWED_ORIGINS",
+        "list",
+        [],
+        "Browser origins (scheme://host[:port]) besides this site's own hosts whose pages may call /mcp; a request "
+        "with any other Origin header is refused (programs send none).",
+    ),
     # --- Knowledge bases (docs/knowledge.md) ---
     Setting("KNOWLEDGE_MAX_UPLOAD_BYTES", "int", 20 * 1024 * 1024, "The largest file a knowledge base accepts."),
     Setting("KNOWLEDGE_EMBED_THREADS", "int", 0, "The local embedder's threads (0: the CPUs this process may use)."),

@@ -13,6 +13,7 @@ import weakref
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from django.db import IntegrityError
@@ -118,12 +119,20 @@ def turn_gate() -> TurnGate:
     return gate
 
 
+class Outcome(StrEnum):
+    """What became of a user message in submit_user_message."""
+
+    STARTED = "started"  # a new turn
+    DUPLICATE = "duplicate"  # its client_id was stored before: nothing runs again
+    BUSY = "busy"  # another turn of the conversation runs: nothing stored
+    OVERLOADED = "overloaded"  # this process has no place for another turn: nothing stored
+
+
 @dataclass
 class Submission:
-    """What became of a user_message: started (a new turn), duplicate (its client_id was stored), busy (another turn
-    of the conversation runs) or overloaded (this process has no place for another turn)."""
+    """What became of a user_message (Outcome), with its stored message, reply and frames."""
 
-    outcome: str
+    outcome: Outcome
     message: Message | None = None
     reply: Message | None = None
     frames: list[frames.Logged] = field(default_factory=list)
@@ -195,9 +204,9 @@ async def submit_user_message(
     log = get_frame_log()
     refusal = None
     if not await _claim_clears(log, conversation.pk):
-        refusal = "busy"
+        refusal = Outcome.BUSY
     elif not turn_gate().has_room():
-        refusal = "overloaded"
+        refusal = Outcome.OVERLOADED
     if refusal is not None:
         # A resend of a stored message is answered as a duplicate (its turn may be the one running), never refused.
         message, reply = await database_sync_to_async(_stored_with_client_id)(conversation, client_id)
@@ -212,14 +221,14 @@ async def submit_user_message(
         # Another process stored the same client_id at the same moment (it runs the turn), or began another turn.
         if running == message.pk:
             return await _duplicate(log, conversation, message, None)
-        return Submission("busy", message=message)
+        return Submission(Outcome.BUSY, message=message)
     channel = ChannelSink(conversation.pk, log)
     echo = await channel.emit(frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content))
     sink = channel if also is None else TeeSink(channel, also)
     task = asyncio.get_running_loop().create_task(_run(log, conversation, message, sink, options))
     _tasks.add(task)  # the loop keeps only weak references to tasks
     task.add_done_callback(_tasks.discard)
-    return Submission("started", message=message, frames=[echo], task=task)
+    return Submission(Outcome.STARTED, message=message, frames=[echo], task=task)
 
 
 async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:
@@ -238,7 +247,7 @@ async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:
 
 async def _duplicate(log: FrameLog, conversation: Conversation, message: Message, reply: Message | None) -> Submission:
     logged = _turn_frames(await log.after(conversation.pk, 0), message.pk)
-    return Submission("duplicate", message=message, reply=reply, frames=logged)
+    return Submission(Outcome.DUPLICATE, message=message, reply=reply, frames=logged)
 
 
 async def _watch_stop(log: FrameLog, conversation_id: int, turn_id: int, stop: asyncio.Event) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,3 +77,41 @@ def quota_check(*, tenant: Tenant, model: str, messages: Sequence[Mapping[str, A
             detail=f"tenant {tenant.pk}: used {used} + prompt {prompt} > monthly budget {budget}",
         )
     return used
+
+
+def quota_spent(*, tenant: Tenant) -> bool:
+    """True when the tenant's monthly budget is used up: a new message would only fail at its first model call.
+    Far from the budget the ledger answers; near it (or when stale) the database does, and refreshes the ledger."""
+    budget = tenant.monthly_token_budget
+    ttl = setting("LLM_QUOTA_CACHE_SECONDS")
+    entry = _ledger.get(_key(tenant))
+    if entry is not None and ttl > 0 and time.monotonic() - entry.loaded_at <= ttl and entry.used < budget:
+        return False
+    used = tokens_used_this_month(tenant=tenant)
+    with _lock:
+        _ledger[_key(tenant)] = _Entry(used=used, loaded_at=time.monotonic())
+    return used >= budget
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A budget of tokens beside the tenant's own: `limit` tokens per period, what was `used` summed in SQL by the
+    caller's query (e.g. an embed token's daily budget); `key` names it and its period in the ledger."""
+
+    key: tuple
+    limit: int
+    used: Callable[[], int]
+
+
+def budget_spent(budget: Budget) -> bool:
+    """True when `budget` is used up; the ledger keeps its sum for LLM_QUOTA_CACHE_SECONDS while far below it."""
+    if not budget.limit:
+        return False
+    ttl = setting("LLM_QUOTA_CACHE_SECONDS")
+    entry = _ledger.get(budget.key)
+    if entry is not None and ttl > 0 and time.monotonic() - entry.loaded_at <= ttl and entry.used < budget.limit:
+        return False
+    used = budget.used()
+    with _lock:
+        _ledger[budget.key] = _Entry(used=used, loaded_at=time.monotonic())
+    return used >= budget.limit

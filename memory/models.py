@@ -22,6 +22,29 @@ class ConversationSource(models.TextChoices):
     CHAT = "chat", _("chat page")
     API = "api", _("API")
     WIDGET = "widget", _("website widget")
+    MCP = "mcp", _("MCP")
+
+
+class Visitor(TenantOwned):
+    """A website visitor of an embedded widget: the embed it came through and a hash of the random id its browser
+    keeps (the id itself is never stored). Made with its first message, never on a page load; its own inactive
+    account (never a member, never able to log in) owns its conversations, so long-term memory is per visitor."""
+
+    # widget.EmbedToken sits on a floor above memory: a plain id, as llm.LLMCall keeps its agent's.
+    embed_id = models.BigIntegerField(_("embed token id"), db_index=True)
+    id_hash = models.CharField(_("hash of the visitor's id"), max_length=64)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("account")
+    )
+    created_at = models.DateTimeField(_("first message"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("website visitor")
+        verbose_name_plural = _("website visitors")
+        constraints = [models.UniqueConstraint(fields=["embed_id", "id_hash"], name="memory_visitor_embed_hash")]
+
+    def __str__(self) -> str:
+        return f"{self.embed_id}.{self.id_hash[:8]}"
 
 
 class Conversation(TenantOwned):
@@ -77,9 +100,11 @@ class Conversation(TenantOwned):
     source = models.CharField(
         _("source"), max_length=10, choices=ConversationSource.choices, default=ConversationSource.CHAT
     )
-    # A website visitor's conversation (source widget): the embed it came through and the visitor's id (kept in the
-    # visitor's browser). Its user is the visitor's own inactive account (widget.visitors), so memory is per visitor.
-    visitor = models.CharField(_("visitor"), max_length=64, blank=True, db_index=True)
+    # A website visitor's conversation (source widget); its user is the visitor's own account.
+    visitor = models.ForeignKey(
+        Visitor, on_delete=models.CASCADE, null=True, blank=True, related_name="conversations",
+        verbose_name=_("website visitor"),
+    )  # fmt: skip
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 

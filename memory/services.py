@@ -24,7 +24,7 @@ from llm.messages import ChatMessage
 from llm.models import ModelProvider
 from memory import overflow
 from memory.counters import overflow_metric_add
-from memory.models import Conversation, ConversationContext, Message, MessageStatus, Role
+from memory.models import Conversation, ConversationContext, ConversationSource, Message, MessageStatus, Role, Visitor
 from memory.stored import active_stored
 from memory.tasks import extract_turn_memory, summarize_conversation
 
@@ -88,8 +88,8 @@ def conversation_create(
     title: str = "",
     parent: Conversation | None = None,
     is_test: bool = False,
-    source: str = "chat",
-    visitor: str = "",
+    source: str = ConversationSource.CHAT,
+    visitor: Visitor | None = None,
 ) -> Conversation:
     """Store a conversation with what it keeps for its lifetime: the agent version it started on, its model (whose
         tokenizer counts it) and its overflow strategy (seed 4, 7.2). Agents resolve these (agents.services). `is_test`

@@ -1,64 +1,68 @@
-"""The widget's socket `ws/embed/<token>/?ticket=...&visitor=...`: the chat socket (chat.consumers.ChatConsumer:
-the same frames, catch-up and refusals) on the visitor's own conversation, entered by the embed token instead of a
-session, with the visitor's message rate and the embed's daily budget checked before each message."""
+"""The widget's socket `ws/embed/<token>/`: the conversation socket (chat.consumers.ConversationSocket: the same
+frames, catch-up and refusals) entered by the embed token instead of a session. Its credentials, the frame's signed
+ticket and the visitor's id, come in the socket's first frame, never in its URL (docs/embed.md); the visitor and
+their conversation are made by the engine's admission with their first message."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs
 
-from django.utils.translation import override
-
-from chat.consumers import ChatConsumer
-from core.db import database_sync_to_async
+from chat.consumers import REFUSED_CLOSE, ConversationSocket, Entry
+from engine.admission import Caller, Target
+from memory.models import ConversationSource
 from tenants.scope import tenant_scope
 from widget import visitors
 from widget.models import EmbedToken
 
-# The refusal code of a message over the visitor's rate or the embed's budget (the words say which).
-LIMITED = "rate_limited"
 
+class EmbedEntry(Entry):
+    """A website visitor on an embed token: the token names the tenant and the agent; the first frame's ticket and
+    visitor id name the visitor (their latest conversation, or none yet)."""
 
-class WidgetConsumer(ChatConsumer):
-    embed: EmbedToken | None = None
-    ticket: visitors.Ticket | None = None
+    takes_credentials = True
 
-    def _resolve(self, tenant_id: int | None) -> None:
-        """The tenant and conversation come from the embed token and the visitor, not from a session."""
+    def __init__(self, scope: dict[str, Any]) -> None:
+        super().__init__(scope)
+        self.embed: EmbedToken | None = None
+        self.visitor: visitors.VisitorPass | None = None
+
+    def open(self) -> int | None:
         self.embed = visitors.token_lookup(self.scope["url_route"]["kwargs"]["token"])
         if self.embed is None:
-            return
-        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
-        self.ticket = visitors.ticket_read(self.embed, (query.get("ticket") or [""])[0])
-        if self.ticket is None:
-            return
+            return REFUSED_CLOSE
         self.tenant = self.embed.tenant
+        return None
+
+    def credentials(self, content: dict[str, Any]) -> bool:
+        ticket = visitors.ticket_read(
+            self.embed, content.get("ticket") if isinstance(content.get("ticket"), str) else ""
+        )
+        visitor_id = content.get("visitor")
+        if ticket is None or not isinstance(visitor_id, str):
+            return False
+        client = self.scope.get("client") or ("", 0)
+        self.visitor = visitors.visitor_pass(self.embed, visitor_id, address=str(client[0]))
+        if self.visitor is None:
+            return False
+        self.language = ticket.lang
         with tenant_scope(self.tenant):
-            self.conversation = visitors.visitor_conversation(self.embed, (query.get("visitor") or [""])[0])
+            self.conversation = visitors.visitor_conversation(self.embed, visitor_id)
+        return True
 
-    def connect_reads(self) -> None:
-        """Nothing more: _resolve read the visitor's conversation."""
+    def caller(self) -> Caller:
+        return Caller(tenant=self.tenant, source=ConversationSource.WIDGET, visitor=self.visitor)
 
-    async def connect(self) -> None:
-        if self.conversation is None:  # no such live token, a bad or stale ticket, not a visitor id
-            await self.close(code=4403)
-            return
-        await self.open_stream(self.conversation, self.ticket.lang)
+    def target(self) -> Target:
+        if self.conversation is not None:
+            return Target(conversation=self.conversation, limit=self.limit)
+        return Target(agent=self.embed.agent, latest=True)
 
-    def watch_access(self) -> Any:
-        return lambda: None  # a visitor has no membership to lose; a revoked token refuses the next connect
+    def gone(self) -> str:
+        """The embed revoked (or its agent switched off) since the socket opened: refused, in words."""
+        if visitors.token_lookup(self.embed.token) is None:
+            return str(visitors.gone_words())
+        return ""
 
-    async def _user_message(self, content: dict[str, Any]) -> None:
-        text = await database_sync_to_async(self._refusal)()
-        if text:
-            client_id = content.get("client_id")
-            await self._reject(LIMITED, client_id=client_id if isinstance(client_id, str) else None, text=text)
-            return
-        await super()._user_message(content)
 
-    def _refusal(self) -> str:
-        with override(self.language):
-            embed = visitors.token_lookup(self.embed.token)  # revoked meanwhile: refused
-            if embed is None:
-                return str(visitors.gone_words())
-            return visitors.refusal(embed, self.conversation)
+class WidgetConsumer(ConversationSocket):
+    entry_class = EmbedEntry

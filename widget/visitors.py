@@ -8,7 +8,6 @@ conversation has its owner and long-term memory, keyed by user, is per visitor."
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import re
 from dataclasses import dataclass
@@ -18,12 +17,12 @@ from urllib.parse import urlsplit
 from django.contrib.auth import get_user_model
 from django.core import signing
 from django.core.exceptions import ValidationError
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from agents.services import conversation_start
+from core.bounded import unstorable
 from core.conf import setting
-from memory.models import Conversation, ConversationSource, Message, Role
+from engine.admission import VisitorPass, embed_tokens_today, visitor_hash
+from memory.models import Conversation, ConversationSource, Visitor
 from tenants.scope import all_tenants, tenant_scope
 from widget.models import EmbedToken, normalize_origin
 
@@ -85,8 +84,10 @@ def ticket_make(embed: EmbedToken, origin: str, lang: str) -> str:
 
 def ticket_read(embed: EmbedToken, value: str | None) -> Ticket | None:
     """The ticket if it is this embed's, signed, fresh, and its origin still allowed; None otherwise."""
+    if not isinstance(value, str) or unstorable(value):  # a lone surrogate cannot even be encoded to check it
+        return None
     try:
-        data = signing.loads(value or "", salt=TICKET_SALT, max_age=setting("WIDGET_TICKET_SECONDS"))
+        data = signing.loads(value, salt=TICKET_SALT, max_age=setting("WIDGET_TICKET_SECONDS"))
     except signing.BadSignature:
         return None
     if not isinstance(data, dict) or data.get("e") != embed.pk or data.get("o") not in embed.origins():
@@ -94,76 +95,43 @@ def ticket_read(embed: EmbedToken, value: str | None) -> Ticket | None:
     return Ticket(embed_id=embed.pk, origin=data["o"], lang=language(data.get("l")))
 
 
-def visitor_key(embed: EmbedToken, visitor_id: str) -> str:
-    """The stored key of a visitor: the embed and a hash of the id the visitor's browser keeps."""
-    return f"{embed.pk}.{hashlib.sha256(visitor_id.encode()).hexdigest()[:40]}"
-
-
-def visitor_user(embed: EmbedToken, visitor_id: str) -> Any:
-    """The visitor's own inactive account (created at the first visit)."""
-    key = visitor_key(embed, visitor_id)
-    user, created = get_user_model().objects.get_or_create(
-        username=f"visitor-{key.replace('.', '-')}"[:150], defaults={"is_active": False}
+def visitor_pass(embed: EmbedToken, visitor_id: str, address: str = "") -> VisitorPass | None:
+    """The visitor as the engine's admission knows them: the embed's agent and limits, a hash of the id (the id
+    itself is never kept) and of the address; None when `visitor_id` is not a visitor id."""
+    if not VISITOR_ID.match(visitor_id or ""):
+        return None
+    return VisitorPass(
+        embed_id=embed.pk,
+        agent_id=embed.agent_id,
+        id_hash=visitor_hash(visitor_id),
+        address_hash=hashlib.sha256(f"{embed.pk}|{address}".encode()).hexdigest()[:32],
+        messages_per_hour=embed.visitor_messages_per_hour,
+        daily_token_budget=embed.daily_token_budget,
     )
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    return user
 
 
 def visitor_conversation(embed: EmbedToken, visitor_id: str) -> Conversation | None:
-    """The visitor's latest conversation through this embed, started at the first visit; None if the id is not a
-    visitor id or the agent has no published version. Call inside the embed's tenant scope."""
+    """The visitor's latest conversation through this embed; None before their first message (nothing is made
+    before it) or if the id is not a visitor id. Call inside the embed's tenant scope."""
     if not VISITOR_ID.match(visitor_id or ""):
         return None
-    key = visitor_key(embed, visitor_id)
-    conversation = (
-        Conversation.objects.select_related("agent", "version", "provider", "tenant", "context", "user")
-        .filter(agent=embed.agent, source=ConversationSource.WIDGET, visitor=key, parent__isnull=True)
+    return (
+        Conversation.objects.select_related("agent", "version", "provider", "tenant", "context", "user", "visitor")
+        .filter(
+            agent=embed.agent,
+            source=ConversationSource.WIDGET,
+            visitor__embed_id=embed.pk,
+            visitor__id_hash=visitor_hash(visitor_id),
+            parent__isnull=True,
+        )
         .order_by("-id")
         .first()
     )
-    if conversation is not None:
-        return conversation
-    if embed.agent.published_version() is None:
-        return None
-    user = visitor_user(embed, visitor_id)
-    conversation_start(agent=embed.agent, user=user, source=ConversationSource.WIDGET, visitor=key)
-    return visitor_conversation(embed, visitor_id)
-
-
-def _day_start() -> dt.datetime:
-    return timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def tokens_used_today(embed: EmbedToken) -> int:
-    """Tokens (prompt + completion) of today's replies through this embed, from their recorded usage."""
-    usages = Message.objects.filter(
-        conversation__source=ConversationSource.WIDGET,
-        conversation__visitor__startswith=f"{embed.pk}.",
-        conversation__agent_id=embed.agent_id,
-        role=Role.ASSISTANT,
-        created_at__gte=_day_start(),
-    ).values_list("usage", flat=True)
-    return sum(int(u.get("prompt_tokens", 0)) + int(u.get("completion_tokens", 0)) for u in usages if u)
-
-
-def refusal(embed: EmbedToken, conversation: Conversation) -> str:
-    """Why the visitor may not send a message now, in words of the active language; "" when they may."""
-    if embed.visitor_messages_per_hour:
-        sent = Message.objects.filter(
-            conversation__visitor=conversation.visitor,
-            conversation__source=ConversationSource.WIDGET,
-            role=Role.USER,
-            created_at__gte=timezone.now() - dt.timedelta(hours=1),
-        ).count()
-        if sent >= embed.visitor_messages_per_hour:
-            return _("Message limit reached (%(count)s per hour). Please try again later.") % {
-                "count": embed.visitor_messages_per_hour
-            }
-    if embed.daily_token_budget and tokens_used_today(embed) >= embed.daily_token_budget:
-        return _("This assistant has answered all it can today. Please come back tomorrow.")
-    return ""
+    """Tokens (prompt + completion) of today's model calls through this embed (the admin's column)."""
+    return embed_tokens_today(embed.pk)
 
 
 def gone_words() -> str:
@@ -174,6 +142,5 @@ def gone_words() -> str:
 def tenant_visitors_delete(tenant: Any) -> None:
     """A deleted tenant's visitors go with it: their accounts (and so their conversations and memory)."""
     with tenant_scope(tenant):
-        embed_ids = list(EmbedToken.objects.values_list("pk", flat=True))
-        for embed_id in embed_ids:
-            get_user_model().objects.filter(username__startswith=f"visitor-{embed_id}-", is_active=False).delete()
+        accounts = list(Visitor.objects.values_list("user_id", flat=True))
+    get_user_model().objects.filter(pk__in=accounts, is_active=False).delete()

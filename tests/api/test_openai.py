@@ -16,7 +16,7 @@ from django.core.cache import cache
 
 from agents.services import conversation_start
 from api.models import KeyScope
-from api.throttling import stream_slot_take
+from engine.places import stream_slot_take
 from memory.models import Conversation, Message
 from tenants.scope import all_tenants, tenant_scope
 from tests.factories import MembershipFactory
@@ -319,7 +319,7 @@ def test_l6_a_tenants_streams_are_limited_across_its_keys_and_processes(
     settings.API_TENANT_MAX_STREAMS = 2
     cache.clear()
     # Two streams of the tenant open elsewhere (another key, another process: the places are in the shared cache).
-    held = [stream_slot_take(tenant.pk), stream_slot_take(tenant.pk)]
+    held = [stream_slot_take(tenant.pk, 2), stream_slot_take(tenant.pk, 2)]
     _key, secret = make_key(tenant_admin)
     client = _client(server, secret)
     with pytest.raises(openai.RateLimitError) as refused:

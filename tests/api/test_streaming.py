@@ -67,4 +67,4 @@ def test_another_members_conversation_is_not_found(asgi_live_server, published, 
     _key, secret = make_key(member)
     url = f"{asgi_live_server.url}/api/v1/conversations/{theirs.pk}/messages/stream/"
     response = httpx.post(url, json={"content": "peek"}, headers={"Authorization": f"Bearer {secret}"}, timeout=20)
-    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+    assert response.status_code == 404 and response.json()["error"]["code"] == "conversation_not_found"

@@ -128,9 +128,9 @@ def test_a_frame_lost_on_the_way_is_caught_up_by_the_page_without_a_reload(
 ):
     """The server thinks it sent a delta that never arrives: the next frame shows the page a hole in the seqs, and
     the page asks for the frames after its last one at once, so its text never skips a piece."""
-    from chat.consumers import ChatConsumer
+    from chat.consumers import ConversationSocket
 
-    forward, replay = ChatConsumer._forward, ChatConsumer._replay
+    forward, replay = ConversationSocket._forward, ConversationSocket._replay
     deltas, lost, catch_ups = [], [], []
 
     async def lossy_forward(self, seq, body):
@@ -146,8 +146,8 @@ def test_a_frame_lost_on_the_way_is_caught_up_by_the_page_without_a_reload(
         catch_ups.append(after_seq)
         await replay(self, after_seq)
 
-    monkeypatch.setattr(ChatConsumer, "_forward", lossy_forward)
-    monkeypatch.setattr(ChatConsumer, "_replay", recording_replay)
+    monkeypatch.setattr(ConversationSocket, "_forward", lossy_forward)
+    monkeypatch.setattr(ConversationSocket, "_replay", recording_replay)
     with tenant_scope(demo):
         agent = Agent.objects.get(name=AGENT_NAME)
         conversation = conversation_start(agent=agent, user=get_user_model().objects.get(username="energy-admin"))

@@ -223,7 +223,7 @@ async def test_a_second_message_while_a_turn_runs_is_refused_as_busy(member, ten
     await socket.disconnect()
 
     busy = [f for f in frames if f["type"] == "error" and f["seq"] is None]
-    assert [(f["code"], f["client_id"]) for f in busy] == [("busy", "c-second")]
+    assert [(f["code"], f["client_id"]) for f in busy] == [("conversation_busy", "c-second")]
     messages = await database_sync_to_async(_messages)(tenant, conversation)
     assert [m.content for m in messages if m.role == "user"] == ["first"]
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from agents.services import agent_create, conversation_start
-from chat.consumers import ChatConsumer
+from chat.consumers import ConversationSocket
 from core.db import database_sync_to_async
 from memory.models import Message
 from tenants.scope import tenant_scope
@@ -30,15 +30,17 @@ from tests.turns import wait_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# Measured: a connect reads the session, the user, the membership and the conversation (4); a plain chat turn 12
-# (the resend check; store the message, append it to the context in the same UPDATE and touch the conversation; read
+# Measured: a connect reads the session, the user, the membership and the conversation (4); a plain chat turn 14
+# with the quota ledger off, as here (the engine's admission reads the conversation's last message: does it wait for
+# an API client's tool results, and the tenant's monthly tokens: is its budget spent; with the ledger on, that read
+# is the model call's too); the resend check; store the message, append it to the context in the same UPDATE and touch the conversation; read
 # the agent's knowledge bases; the context row, once for the tool context and the window; the active messages; the
 # quota; then the usage record, the reply with its context append and the conversation's time), and a socket's first
 # message one more: the message limit of the conversation's agent (agents.limits; for this draft, its configuration
 # reads the knowledge bases; a published version's reads nothing). Before the context was appended in the UPDATE
 # and read once: 17.
 CONNECT_STATEMENTS = 4
-TURN_STATEMENTS = 12
+TURN_STATEMENTS = 14
 
 
 async def test_a_connect_runs_a_bounded_number_of_statements(member, tenant, conversation):  # noqa: F811
@@ -86,7 +88,7 @@ async def test_a_frame_lost_on_the_bus_is_read_from_the_log_before_the_next_one(
     monkeypatch,
 ):
     scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 80, "delay": 0.005}})
-    deliver, lost = ChatConsumer.deliver, []
+    deliver, lost = ConversationSocket.deliver, []
 
     def lossy(self, seq, body):
         if '"type":"delta"' in body and not lost and seq > 3:
@@ -94,7 +96,7 @@ async def test_a_frame_lost_on_the_bus_is_read_from_the_log_before_the_next_one(
             return
         deliver(self, seq, body)
 
-    monkeypatch.setattr(ChatConsumer, "deliver", lossy)
+    monkeypatch.setattr(ConversationSocket, "deliver", lossy)
     socket = await _connect(member, tenant, conversation.pk)
     await socket.send_json_to({"type": "catch_up", "after_seq": 0})
     await socket.send_json_to(_send("tell me"))
@@ -137,7 +139,7 @@ async def test_a_full_process_refuses_a_message_with_a_retry_hint_and_stores_not
 
     assert (refused["type"], refused["code"], refused["seq"]) == ("error", "overloaded", None)
     assert refused["client_id"] == "c-three" and refused["retry_after"] == 7
-    assert refused["message"] == "平台繁忙，未能接收你的消息。将在 7 秒后自动重新发送。"
+    assert refused["message"] == "平台繁忙，未能接收这条消息。请在 7 秒后重试。"
     assert await database_sync_to_async(_messages)(tenant, third) == []
     for socket in sockets[:2]:
         assert (await _frames_until(socket))[-1]["status"] == "complete"

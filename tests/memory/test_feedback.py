@@ -16,8 +16,7 @@ from memory.models import Feedback
 from memory.services import message_add
 from memory.signals import feedback_given
 from tenants.scope import tenant_scope
-from tests.widget.helpers import make_embed, new_visitor, ticket_for
-from widget import visitors
+from tests.widget.helpers import make_embed, new_visitor, ticket_for, visitor_conversation_start
 
 pytestmark = pytest.mark.django_db
 
@@ -128,9 +127,8 @@ def test_the_widget_records_a_visitors_feedback_and_refuses_another_visitors(ten
     client = Client()
     ticket = ticket_for(client, embed)
     first, second = new_visitor(), new_visitor()
+    conversation = visitor_conversation_start(embed, first, "Hi")
     with tenant_scope(tenant):
-        conversation = visitors.visitor_conversation(embed, first)
-        message_add(conversation=conversation, role="user", content="Hi")
         reply = message_add(conversation=conversation, role="assistant", content="Hello!")
     url = f"/embed/{embed.token}/messages/{reply.pk}/feedback/"
     body = {"ticket": ticket, "visitor": first, "rating": "up", "comment": "Nice"}

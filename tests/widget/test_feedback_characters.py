@@ -14,8 +14,7 @@ from memory.models import Feedback
 from memory.services import message_add
 from memory.signals import feedback_given
 from tenants.scope import tenant_scope
-from tests.widget.helpers import make_embed, new_visitor, ticket_for
-from widget import visitors
+from tests.widget.helpers import make_embed, new_visitor, ticket_for, visitor_conversation_start
 
 pytestmark = pytest.mark.django_db
 
@@ -41,9 +40,8 @@ def embed(tenant, scripted_llm):
 
 
 def _visitors_reply(embed, visitor: str):
+    conversation = visitor_conversation_start(embed, visitor, "Hi")
     with tenant_scope(embed.tenant):
-        conversation = visitors.visitor_conversation(embed, visitor)
-        message_add(conversation=conversation, role="user", content="Hi")
         return message_add(conversation=conversation, role="assistant", content="Hello!")
 
 

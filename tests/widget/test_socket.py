@@ -3,7 +3,6 @@ catch-up after a drop, the visitor's rate and the embed's budget refused in word
 
 from __future__ import annotations
 
-import re
 import uuid
 
 import pytest
@@ -12,11 +11,11 @@ from django.test import Client
 
 from config.asgi import application
 from core.db import database_sync_to_async
-from memory.models import Message
+from memory.models import Conversation, Message
 from tenants.scope import tenant_scope
 from tests.turns import wait_turns
 from tests.websockets import session_cookie
-from tests.widget.helpers import communicator, make_embed, new_visitor, socket_path
+from tests.widget.helpers import ChatPage, communicator, make_embed, new_visitor, open_chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,13 +31,26 @@ def embed(tenant, scripted_llm):
     return make_embed(tenant, scripted_llm.base_url, visitor_messages_per_hour=2)
 
 
-async def _open(path):
-    socket = communicator(path)
+async def _open(page: ChatPage):
+    """The widget's socket as chat.js opens it: no credential in the URL, the ticket and visitor id in its first frame."""
+    socket = communicator(page.ws_path)
     connected, code = await socket.connect()
     assert connected, code
+    await socket.send_json_to(page.socket_auth)
     hello = await socket.receive_json_from(timeout=5)
     assert hello["type"] == "hello"
     return socket, hello
+
+
+async def _refused(path: str, auth: dict) -> int:
+    """The close code of a socket whose first frame's credentials are refused."""
+    socket = communicator(path)
+    connected, code = await socket.connect()
+    assert connected, code
+    await socket.send_json_to(auth)
+    closed = await socket.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close", closed
+    return closed["code"]
 
 
 async def _until_done(socket, timeout=10):
@@ -56,7 +68,7 @@ def _send(text):
 
 async def test_a_reply_streams_and_a_dropped_socket_catches_up(embed, scripted_llm):
     scripted_llm.set_rules({"when": {}, "reply": {"text": "Free shipping over 50.", "chunk_size": 4}})
-    path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    path = await database_sync_to_async(open_chat)(Client(), embed, new_visitor())
     socket, _hello = await _open(path)
     await socket.send_json_to(_send("Shipping?"))
     frames = await _until_done(socket)
@@ -75,7 +87,7 @@ async def test_a_reply_streams_and_a_dropped_socket_catches_up(embed, scripted_l
 
 async def test_the_visitor_rate_is_refused_in_words(embed, scripted_llm):
     scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
-    path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    path = await database_sync_to_async(open_chat)(Client(), embed, new_visitor())
     socket, _hello = await _open(path)
     for text in ("one", "two"):
         await socket.send_json_to(_send(text))
@@ -87,7 +99,7 @@ async def test_the_visitor_rate_is_refused_in_words(embed, scripted_llm):
     assert "Message limit reached (2 per hour)" in refused[-1]["message"]
     await socket.disconnect()
     # Another visitor of the same embed still may.
-    other = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    other = await database_sync_to_async(open_chat)(Client(), embed, new_visitor())
     socket, _hello = await _open(other)
     await socket.send_json_to(_send("hello"))
     assert (await _until_done(socket))[-1]["type"] == "done"
@@ -104,7 +116,7 @@ def _spend(embed, tokens):
 async def test_the_daily_budget_is_counted_from_replies_and_refused_in_chinese(embed, scripted_llm):
     scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
     client = Client()
-    path = await database_sync_to_async(socket_path)(client, embed, new_visitor())
+    path = await database_sync_to_async(open_chat)(client, embed, new_visitor())
     socket, _hello = await _open(path)
     await socket.send_json_to(_send("one"))
     done = (await _until_done(socket))[-1]
@@ -113,45 +125,51 @@ async def test_the_daily_budget_is_counted_from_replies_and_refused_in_chinese(e
     assert used > 0
     await socket.disconnect()
     await database_sync_to_async(_spend)(embed, used)  # today's replies used all of it
-    ticket_path = await database_sync_to_async(_zh_path)(embed)
-    socket, _hello = await _open(ticket_path)
+    zh_page = await database_sync_to_async(open_chat)(Client(), embed, new_visitor(), lang="zh")
+    socket, _hello = await _open(zh_page)
     await socket.send_json_to(_send("two"))
     refused = (await _until_done(socket))[-1]
-    assert refused["code"] == "rate_limited" and "明天" in refused["message"]  # "come back tomorrow"
+    assert refused["code"] == "daily_budget_exceeded" and "明天" in refused["message"]  # "come back tomorrow"
     await socket.disconnect()
 
 
-def _zh_path(embed):
-    client = Client()
-    response = client.get(f"/embed/{embed.token}/?lang=zh", HTTP_REFERER="http://shop.example/")
-    ticket = re.search(r'"ticket": "([^"]+)"', response.content.decode()).group(1)
-    return f"/ws/embed/{embed.token}/?ticket={ticket}&visitor={new_visitor()}"
-
-
-async def test_sockets_with_a_bad_ticket_or_on_the_chat_route_are_refused(embed, tenant):
-    path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
-    bad = communicator(path.replace("ticket=", "ticket=x"))
-    connected, _code = await bad.connect()
-    assert not connected
-    socket, hello = await _open(path)
+async def test_sockets_with_a_bad_ticket_or_on_the_chat_route_are_refused(embed, tenant, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
+    page = await database_sync_to_async(open_chat)(Client(), embed, new_visitor())
+    forged = {**page.socket_auth, "ticket": "x" + page.socket_auth["ticket"]}
+    assert await _refused(page.ws_path, forged) == 4403
+    assert await _refused(page.ws_path, {**page.socket_auth, "visitor": "not-a-visitor-id"}) == 4403
+    assert await _refused(page.ws_path, {"type": "catch_up", "after_seq": 0}) == 4401  # no credentials first
+    socket, _hello = await _open(page)
+    await socket.send_json_to(_send("hi"))
+    await _until_done(socket)
+    await wait_turns()
     await socket.disconnect()
+    conversation_id = await database_sync_to_async(_widget_conversation_id)(tenant)
     # The visitor's conversation on the chat socket: no session, refused.
-    chat = communicator(f"/ws/chat/{hello['conversation_id']}/?ticket=a&visitor=b")
+    chat = communicator(f"/ws/chat/{conversation_id}/")
     connected, _code = await chat.connect()
     assert not connected
 
 
+def _widget_conversation_id(tenant) -> int:
+    with tenant_scope(tenant):
+        return Conversation.objects.filter(source="widget").order_by("-id").values_list("pk", flat=True).first()
+
+
 async def test_a_second_visitor_cannot_read_the_first_visitors_conversation(embed, tenant, member, scripted_llm):
     scripted_llm.set_rules({"when": {}, "reply": {"text": "Your order 1234 ships today."}})
-    first = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    first = await database_sync_to_async(open_chat)(Client(), embed, new_visitor())
     socket, hello = await _open(first)
+    assert hello["conversation_id"] is None  # nothing is made before the visitor's first message
     await socket.send_json_to(_send("Where is my order?"))
     await _until_done(socket)
     await wait_turns()
     await socket.disconnect()
-    second = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    hello = {"conversation_id": await database_sync_to_async(_widget_conversation_id)(tenant)}
+    second = await database_sync_to_async(open_chat)(Client(), embed, new_visitor())
     socket, other_hello = await _open(second)
-    assert other_hello["conversation_id"] != hello["conversation_id"]
+    assert other_hello["conversation_id"] is None
     await socket.send_json_to({"type": "catch_up", "after_seq": 0})
     assert await socket.receive_nothing(timeout=0.5)  # nothing of the first visitor's conversation
     await socket.disconnect()
@@ -172,14 +190,12 @@ def _widget_messages(tenant):
 
 
 async def test_a_socket_from_the_host_page_or_with_another_embeds_ticket_is_refused(embed, other_tenant, scripted_llm):
-    path = await database_sync_to_async(socket_path)(Client(), embed, new_visitor())
+    page = await database_sync_to_async(open_chat)(Client(), embed, new_visitor())
     # Opened by the host page itself (its origin), not by the platform's frame: refused by the origin check.
-    foreign = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://shop.example"),
-                                                                (b"host", b"testserver")])  # fmt: skip
+    foreign = WebsocketCommunicator(application, page.ws_path, headers=[(b"origin", b"http://shop.example"),
+                                                                        (b"host", b"testserver")])  # fmt: skip
     connected, _code = await foreign.connect()
     assert not connected
     # This embed's ticket on another tenant's embed socket.
     other = await database_sync_to_async(make_embed)(other_tenant, scripted_llm.base_url)
-    crossed = communicator(path.replace(f"/ws/embed/{embed.token}/", f"/ws/embed/{other.token}/"))
-    connected, code = await crossed.connect()
-    assert not connected and code == 4403
+    assert await _refused(f"/ws/embed/{other.token}/", page.socket_auth) == 4403

@@ -1,0 +1,87 @@
+"""Counted places and rates kept in the shared cache (Redis when REDIS_URL is set, so every process counts together;
+in-process otherwise): a tenant's streamed API replies open at once (API_TENANT_MAX_STREAMS), and fixed-window rates
+(new website visitors per address and per embed)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from django.core.cache import cache
+
+# A stream's place lasts this long unless its stream renews it (every third of it): a process that dies frees its
+# places within a minute.
+STREAM_LEASE_SECONDS = 60
+STREAM_RETRY_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class StreamSlot:
+    """One of a tenant's API_TENANT_MAX_STREAMS places for a streamed reply: a cache key holding this stream's token
+    (numbered places, each taken with cache.add, so processes sharing the cache never hand out the same one)."""
+
+    key: str
+    token: str
+
+    # The cache calls run in a worker thread of their own (asyncio.to_thread), not through Django's async cache
+    # methods: those queue on the process's one thread-sensitive thread, where other work (a turn's database writes,
+    # an eager task after a turn) can hold a stream's release back for seconds.
+    async def renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(STREAM_LEASE_SECONDS / 3)
+            await asyncio.to_thread(cache.set, self.key, self.token, STREAM_LEASE_SECONDS)
+
+    def release(self) -> None:
+        if cache.get(self.key) == self.token:  # not a place taken by another stream after this one's lease ran out
+            cache.delete(self.key)
+
+    async def arelease(self) -> None:
+        await asyncio.to_thread(self.release)
+
+
+def stream_slot_take(tenant_id: int, limit: int) -> StreamSlot | None:
+    """A free place for one more streamed reply of the tenant; None when all `limit` are taken."""
+    keys = [f"api-streams:{tenant_id}:{n}" for n in range(limit)]
+    taken = cache.get_many(keys)
+    token = secrets.token_hex(8)
+    for key in keys:
+        if key not in taken and cache.add(key, token, STREAM_LEASE_SECONDS):
+            return StreamSlot(key=key, token=token)
+    return None
+
+
+async def holding(slot: StreamSlot | None, chunks: AsyncIterator[str]) -> AsyncIterator[str]:
+    """`chunks`, keeping the stream's place (renewed) until they end or the client leaves; then the place is free."""
+    renewal = asyncio.get_running_loop().create_task(slot.renew_forever()) if slot is not None else None
+    try:
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
+    finally:
+        if renewal is not None:
+            renewal.cancel()
+        if slot is not None:
+            await slot.arelease()
+
+
+def window_count(name: str, limit: int, seconds: int) -> int | None:
+    """Count one more event of `name` in the current fixed window of `seconds`; the seconds until the window ends
+    when that makes more than `limit` (the event is not counted), else None. `limit` 0: no limit."""
+    if not limit:
+        return None
+    window = int(time.time() // seconds)
+    key = f"rate:{name}:{window}"
+    cache.add(key, 0, seconds + 5)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, seconds + 5)
+        count = 1
+    if count > limit:
+        cache.decr(key)
+        return max(1, int((window + 1) * seconds - time.time()))
+    return None

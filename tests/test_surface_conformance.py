@@ -1,0 +1,344 @@
+"""Every way in starts turns through the engine's one admission (engine.admission), so every surface refuses the same
+message the same way, in its own protocol, and stores nothing. A new surface joins by adding a driver to SURFACES.
+
+Surfaces: the chat page's socket, the widget's socket, SSE (`/api/v1/conversations/{id}/messages/stream/`), REST
+(`POST /api/v1/conversations/{id}/messages/`), `/v1/chat/completions` and `/mcp` (JSON-RPC `tools/call`), each driven
+over the real ASGI stack (Daphne for HTTP, the project's ASGI application for sockets)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from agents.services import agent_create, agent_publish, conversation_start
+from api.keys import key_create, key_revoke
+from api.models import KeyScope
+from config.asgi import application
+from core.db import database_sync_to_async
+from engine.places import stream_slot_take
+from engine.streams import get_frame_log
+from memory.models import Conversation, Message
+from tenants.models import Role
+from tenants.scope import all_tenants, tenant_scope
+from tests.factories import MembershipFactory
+from tests.llm.factories import ModelProviderFactory
+from tests.turns import wait_turns
+from tests.websockets import session_cookie
+from tests.widget.helpers import HOST, ticket_for
+from widget.models import EmbedToken
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ALL_SCOPES = [KeyScope.READ, KeyScope.CHAT, KeyScope.MCP]
+
+
+@dataclass
+class World:
+    base_url: str
+    tenant: Any
+    agent: Any
+    member: Any  # the participant
+    mine: Conversation  # the member's own conversation
+    colleague_conversation: Conversation  # another member's
+    foreign: Conversation  # another tenant's
+    member_key: str
+    admin_key: str
+    admin: Any
+    embed: EmbedToken
+    visitor: str = ""
+    visitor_conversation: Conversation | None = None
+
+
+@dataclass
+class Answer:
+    """What a surface answered: the refusal's code (None: taken) and, for HTTP, the status."""
+
+    code: str | None
+    status: int | None = None
+    duplicate: bool = False
+
+
+@pytest.fixture
+def world(asgi_live_server, tenant, other_tenant, member, scripted_llm, settings):
+    settings.LLM_RETRY_BASE_DELAY = 0.01
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
+    admin = MembershipFactory(tenant=tenant, role=Role.ADMIN).user
+    colleague = MembershipFactory(tenant=tenant, role=Role.MEMBER).user
+    foreign_user = MembershipFactory(tenant=other_tenant, role=Role.MEMBER).user
+    made = {}
+    for owner in (tenant, other_tenant):
+        with tenant_scope(owner):
+            ModelProviderFactory(tenant=owner, name="scripted", base_url=scripted_llm.base_url, is_default=True)
+            agent = agent_create(tenant=owner, name="Helper", system_prompt="You help.", model="gpt-4")
+            agent_publish(agent=agent, user=None)
+            made[owner.pk] = agent
+    agent = made[tenant.pk]
+    with tenant_scope(tenant):
+        mine = conversation_start(agent=agent, user=member)
+        colleague_conversation = conversation_start(agent=agent, user=colleague)
+        _key, member_key = key_create(tenant=tenant, user=member, name="member", scopes=ALL_SCOPES)
+        _key, admin_key = key_create(tenant=tenant, user=admin, name="admin", scopes=ALL_SCOPES)
+        embed = EmbedToken.objects.create(
+            tenant=tenant, agent=agent, name="shop", allowed_origins=HOST, visitor_messages_per_hour=50
+        )
+    with tenant_scope(other_tenant):
+        foreign = conversation_start(agent=made[other_tenant.pk], user=foreign_user)
+    return World(
+        base_url=asgi_live_server.url, tenant=tenant, agent=agent, member=member, mine=mine,
+        colleague_conversation=colleague_conversation, foreign=foreign, member_key=member_key,
+        admin_key=admin_key, admin=admin, embed=embed, visitor=uuid.uuid4().hex,
+    )  # fmt: skip
+
+
+def _snapshot() -> tuple[int, int]:
+    with all_tenants(reason="test: the whole database's rows"):
+        return Message.objects.count(), Conversation.objects.count()
+
+
+# --- the drivers: one per surface ---------------------------------------------------------------------------------
+#
+# send(world, who, conversation, content, client_id) -> Answer. `who`: "member" (the participant), "admin" (may read
+# every conversation of the tenant, may post into none but their own). `conversation`: None for the member's own.
+
+
+async def _socket_answer(socket: WebsocketCommunicator, client_id: str) -> Answer:
+    while True:
+        frame = await socket.receive_json_from(timeout=10)
+        if frame["type"] == "error" and frame.get("seq") is None:
+            return Answer(frame["code"])
+        if frame["type"] == "user_message" and frame.get("client_id") == client_id:
+            return Answer(None, duplicate=bool(frame.get("duplicate")))
+
+
+async def chat_socket(
+    world: World, who: str, conversation: Conversation | None, content: Any, client_id: str
+) -> Answer:
+    user = world.admin if who == "admin" else world.member
+    conversation = conversation or world.mine
+    cookie = await database_sync_to_async(session_cookie)(user, world.tenant)
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)]
+    socket = WebsocketCommunicator(application, f"/ws/chat/{conversation.pk}/", headers=headers)
+    connected, code = await socket.connect()
+    if not connected:  # the socket's way of saying "no such conversation": it never opens
+        return Answer("conversation_not_found" if code == 4403 else f"close-{code}")
+    try:
+        assert (await socket.receive_json_from(timeout=5))["type"] == "hello"
+        await socket.send_json_to({"type": "user_message", "client_id": client_id, "content": content})
+        return await _socket_answer(socket, client_id)
+    finally:
+        await socket.disconnect()
+
+
+async def widget_socket(
+    world: World, who: str, conversation: Conversation | None, content: Any, client_id: str
+) -> Answer:
+    if who == "admin" or conversation is not None:
+        return Answer("not-applicable")  # a visitor names no conversation: the embed and their id do
+    ticket = await database_sync_to_async(ticket_for)(Client(), world.embed)
+    socket = WebsocketCommunicator(
+        application,
+        f"/ws/embed/{world.embed.token}/",
+        headers=[(b"origin", b"http://testserver"), (b"host", b"testserver")],
+    )
+    connected, code = await socket.connect()
+    assert connected, code
+    try:
+        await socket.send_json_to({"type": "visitor", "ticket": ticket, "visitor": world.visitor})
+        assert (await socket.receive_json_from(timeout=5))["type"] == "hello"
+        await socket.send_json_to({"type": "user_message", "client_id": client_id, "content": content})
+        return await _socket_answer(socket, client_id)
+    finally:
+        await socket.disconnect()
+
+
+def _key(world: World, who: str) -> str:
+    return world.admin_key if who == "admin" else world.member_key
+
+
+async def _post(
+    world: World, who: str, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=30) as http:
+        return await http.post(
+            path, content=json.dumps(body), headers={"Authorization": f"Bearer {_key(world, who)}",
+                                                     "Content-Type": "application/json", **(headers or {})},
+        )  # fmt: skip
+
+
+def _http_answer(response: httpx.Response) -> Answer:
+    if response.status_code >= 400:
+        return Answer(response.json()["error"]["code"], response.status_code)
+    return Answer(None, response.status_code)
+
+
+async def sse(world: World, who: str, conversation: Conversation | None, content: Any, client_id: str) -> Answer:
+    conversation = conversation or world.mine
+    path = f"/api/v1/conversations/{conversation.pk}/messages/stream/"
+    response = await _post(world, who, path, {"content": content, "client_id": client_id})
+    if response.status_code >= 400:
+        return _http_answer(response)
+    first = next(line for line in response.text.splitlines() if line.startswith("data: "))
+    return Answer(None, response.status_code, duplicate=bool(json.loads(first[6:]).get("duplicate")))
+
+
+async def rest(world: World, who: str, conversation: Conversation | None, content: Any, client_id: str) -> Answer:
+    conversation = conversation or world.mine
+    path = f"/api/v1/conversations/{conversation.pk}/messages/"
+    response = await _post(world, who, path, {"content": content, "client_id": client_id})
+    answer = _http_answer(response)
+    if answer.code is None:
+        answer.duplicate = response.json()["duplicate"]
+    return answer
+
+
+async def openai_v1(world: World, who: str, conversation: Conversation | None, content: Any, client_id: str) -> Answer:
+    conversation = conversation or world.mine
+    body = {"model": conversation.agent.slug, "messages": [{"role": "user", "content": content}],
+            "metadata": {"conversation_id": str(conversation.pk)}}  # fmt: skip
+    response = await _post(world, who, "/v1/chat/completions", body, {"Idempotency-Key": client_id})
+    answer = _http_answer(response)
+    if answer.code is None:
+        answer.duplicate = response.headers.get("X-Conversation-Id") == str(conversation.pk) and client_id == "dup"
+    return answer
+
+
+async def mcp(world: World, who: str, conversation: Conversation | None, content: Any, client_id: str) -> Answer:
+    conversation = conversation or world.mine
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": conversation.agent.slug, "arguments": {"message": content,
+                                                                       "conversation_id": conversation.pk}}}  # fmt: skip
+    response = await _post(world, who, "/mcp", call, {"Accept": "application/json, text/event-stream"})
+    if response.status_code >= 400:
+        return _http_answer(response)
+    result = response.json()["result"]
+    if result.get("isError"):
+        return Answer((result.get("structuredContent") or {}).get("error", {}).get("code") or "tool_error")
+    return Answer(None)
+
+
+SURFACES: dict[str, Callable[..., Awaitable[Answer]]] = {
+    "chat_socket": chat_socket,
+    "widget_socket": widget_socket,
+    "sse": sse,
+    "rest": rest,
+    "openai_v1": openai_v1,
+    "mcp": mcp,
+}
+HTTP_KEY_SURFACES = ("sse", "rest", "openai_v1", "mcp")
+
+
+# --- the cases ----------------------------------------------------------------------------------------------------
+
+
+async def _refused_and_nothing_stored(surface: str, world: World, code: str, **send: Any) -> None:
+    before = await database_sync_to_async(_snapshot)()
+    answer = await SURFACES[surface](world, send.pop("who", "member"), send.pop("conversation", None),
+                                     send.pop("content", "hello"), send.pop("client_id", uuid.uuid4().hex))  # fmt: skip
+    await wait_turns()
+    if answer.code == "not-applicable":
+        pytest.skip(f"{surface} cannot express this case")
+    assert answer.code == code, (surface, answer)
+    assert await database_sync_to_async(_snapshot)() == before, f"{surface} stored something it refused"
+
+
+MESSAGE_CASES = {
+    "too_long": ("x" * 20_001, "message_too_long"),
+    "nul": ("hello\x00world", "invalid_characters"),
+    "lone_surrogate": ("hello\ud800world", "invalid_characters"),
+    "empty": ("   ", "empty_message"),
+}
+
+
+@pytest.mark.parametrize("surface", list(SURFACES))
+@pytest.mark.parametrize("case", list(MESSAGE_CASES))
+async def test_every_surface_refuses_a_bad_message_the_same_way(surface, case, world):
+    content, code = MESSAGE_CASES[case]
+    await _refused_and_nothing_stored(surface, world, code, content=content)
+
+
+@pytest.mark.parametrize("surface", list(SURFACES))
+async def test_every_surface_refuses_another_tenants_conversation(surface, world):
+    await _refused_and_nothing_stored(surface, world, "conversation_not_found", conversation=world.foreign)
+
+
+@pytest.mark.parametrize("surface", list(SURFACES))
+async def test_every_surface_refuses_a_post_into_another_members_conversation_even_for_an_admin(surface, world):
+    """The finding: an owner's or admin's key wrote into a member's private conversation on /mcp, REST and /v1."""
+    await _refused_and_nothing_stored(
+        surface, world, "conversation_not_found", who="admin", conversation=world.colleague_conversation
+    )
+
+
+async def test_an_admin_still_reads_another_members_conversation(world):
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=30) as http:
+        path = f"/api/v1/conversations/{world.colleague_conversation.pk}/messages/"
+        response = await http.get(path, headers={"Authorization": f"Bearer {world.admin_key}"})
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("surface", list(SURFACES))
+async def test_every_surface_refuses_when_the_tenants_budget_is_spent(surface, world):
+    world.tenant.monthly_token_budget = 0
+    await database_sync_to_async(world.tenant.save)(update_fields=["monthly_token_budget"])
+    await _refused_and_nothing_stored(surface, world, "quota_exceeded")
+
+
+@pytest.mark.parametrize("surface", [name for name in SURFACES if name != "widget_socket"])
+async def test_every_surface_refuses_while_another_turn_of_the_conversation_runs(surface, world):
+    log = get_frame_log()
+    assert await log.claim_turn(world.mine.pk, 10**9) is None  # a turn of this conversation runs elsewhere
+    try:
+        await _refused_and_nothing_stored(surface, world, "conversation_busy")
+    finally:
+        await log.release_turn(world.mine.pk, 10**9)
+
+
+@pytest.mark.parametrize("surface", HTTP_KEY_SURFACES)
+async def test_every_key_surface_refuses_a_revoked_key(surface, world):
+    def revoke() -> None:
+        with tenant_scope(world.tenant):
+            from api.models import ApiKey
+
+            key_revoke(key=ApiKey.objects.get(prefix=world.member_key.partition(".")[0]))
+
+    await database_sync_to_async(revoke)()
+    await _refused_and_nothing_stored(surface, world, "revoked_api_key")
+
+
+@pytest.mark.parametrize("surface", ["sse", "openai_v1"])
+async def test_every_streaming_key_surface_refuses_over_the_tenants_stream_limit(surface, world, settings):
+    settings.API_TENANT_MAX_STREAMS = 1
+    held = await database_sync_to_async(stream_slot_take)(world.tenant.pk, 1)
+    assert held is not None
+    try:
+        if surface == "openai_v1":  # a streamed completion, as a client asks for one
+            body = {"model": world.agent.slug, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            before = await database_sync_to_async(_snapshot)()
+            answer = _http_answer(await _post(world, "member", "/v1/chat/completions", body))
+            assert (answer.code, answer.status) == ("too_many_streams", 429)
+            assert await database_sync_to_async(_snapshot)() == before
+        else:
+            await _refused_and_nothing_stored(surface, world, "too_many_streams")
+    finally:
+        await held.arelease()
+
+
+@pytest.mark.parametrize("surface", ["chat_socket", "widget_socket", "sse", "rest", "openai_v1"])
+async def test_every_surface_answers_a_resent_client_id_once(surface, world):
+    client_id = "dup"
+    first = await SURFACES[surface](world, "member", None, "hello", client_id)
+    await wait_turns()
+    assert first.code is None and not first.duplicate, first
+    before = await database_sync_to_async(_snapshot)()
+    again = await SURFACES[surface](world, "member", None, "hello", client_id)
+    await wait_turns()
+    assert again.code is None and again.duplicate, (surface, again)
+    assert await database_sync_to_async(_snapshot)() == before
