@@ -179,9 +179,10 @@ def _messages(raw: Any) -> tuple[list[ChatMessage], str, list[ChatMessage]]:
     last_user = max((n for n, message in enumerate(messages) if message.role == Role.USER), default=-1)
     tail = messages[last_user + 1 :]
     round_ok = not tail or (tail[0].tool_calls is not None and tail[-1].role == Role.TOOL)
-    if last_user < 0 or not messages[last_user].text.strip() or not round_ok:
-        raise ApiError(400, _("The last message must be the user's, and not empty, or the results of your tools "
-                              "after the assistant's tool calls."), code="invalid_messages",
+    # An empty last user message is the engine's admission's refusal (empty_message), as on every surface.
+    if last_user < 0 or not round_ok:
+        raise ApiError(400, _("The last message must be the user's, or the results of your tools after the "
+                              "assistant's tool calls."), code="invalid_messages",
                        param=f"messages[{len(messages) - 1}]")  # fmt: skip
     if any(message.role == Role.SYSTEM for message in tail):
         raise ApiError(400, _("Only tool calls and their results may follow the last user message."),

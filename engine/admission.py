@@ -25,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from agents import frames
 from agents.config import agent_config, conversation_config
@@ -72,59 +73,58 @@ class RefusalCode(StrEnum):
 @dataclass(frozen=True)
 class _Kind:
     status: int
-    words: str  # an English msgid, translated when a refusal is read (refusal_words)
-
-
-def _mark(text: str) -> str:
-    """Marks a msgid for makemessages; the words are translated when read, in the door's language."""
-    return text
+    words: str  # an English msgid, translated when a refusal's message is read (in the door's language)
 
 
 # One row per refusal: its HTTP status and its words (%(…)s filled from the refusal's params).
 REFUSALS: dict[RefusalCode, _Kind] = {
-    RefusalCode.CONVERSATION_NOT_FOUND: _Kind(404, _mark("No such conversation of this agent.")),
-    RefusalCode.EMPTY_MESSAGE: _Kind(400, _mark("The message is empty. Write something first.")),
+    RefusalCode.CONVERSATION_NOT_FOUND: _Kind(404, gettext_noop("No such conversation of this agent.")),
+    RefusalCode.EMPTY_MESSAGE: _Kind(400, gettext_noop("The message is empty. Write something first.")),
     RefusalCode.MESSAGE_TOO_LONG: _Kind(400, "%(explanation)s"),
     RefusalCode.INVALID_CHARACTERS: _Kind(
-        400, _mark("The message contains a NUL character or a lone surrogate, which cannot be stored: remove it.")
+        400,
+        gettext_noop("The message contains a NUL character or a lone surrogate, which cannot be stored: remove it."),
     ),
     RefusalCode.INVALID_CLIENT_ID: _Kind(
-        400, _mark("The message's id (client_id) must be a non-empty string of at most %(max)s characters.")
+        400, gettext_noop("The message's id (client_id) must be a non-empty string of at most %(max)s characters.")
     ),
     RefusalCode.RATE_LIMITED: _Kind(
-        429, _mark("Message limit reached (%(count)s per hour). Please try again in %(seconds)s s.")
+        429, gettext_noop("Message limit reached (%(count)s per hour). Please try again in %(seconds)s s.")
     ),
     RefusalCode.NEW_VISITORS_LIMITED: _Kind(
-        429, _mark("Too many new conversations from here. Please try again in %(seconds)s s.")
+        429, gettext_noop("Too many new conversations from here. Please try again in %(seconds)s s.")
     ),
     RefusalCode.TOO_MANY_STREAMS: _Kind(
         429,
-        _mark(
+        gettext_noop(
             "This tenant already has %(count)s replies streaming through the API, its limit. Retry in %(seconds)s s."
         ),
     ),
     RefusalCode.QUOTA_EXCEEDED: _Kind(
         429,
-        _mark(
+        gettext_noop(
             "This tenant's monthly token budget is used up, so the message was not sent. "
             "Ask the platform operator to raise it."
         ),
     ),
     RefusalCode.DAILY_BUDGET_EXCEEDED: _Kind(
-        429, _mark("This assistant has answered all it can today. Please come back tomorrow.")
+        429, gettext_noop("This assistant has answered all it can today. Please come back tomorrow.")
     ),
     RefusalCode.TOOL_RESULTS_PENDING: _Kind(
         409,
-        _mark(
+        gettext_noop(
             "This conversation waits for the results of your tools: send them with the whole history, without the "
             "conversation id."
         ),
     ),
     RefusalCode.BUSY: _Kind(
-        409, _mark("The agent is still answering in this conversation. Wait for the reply or stop it, then send again.")
+        409,
+        gettext_noop(
+            "The agent is still answering in this conversation. Wait for the reply or stop it, then send again."
+        ),
     ),
     RefusalCode.OVERLOADED: _Kind(
-        503, _mark("The platform is busy and did not take the message. Retry in %(seconds)s s.")
+        503, gettext_noop("The platform is busy and did not take the message. Retry in %(seconds)s s.")
     ),
 }
 

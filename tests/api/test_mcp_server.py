@@ -130,3 +130,25 @@ def test_a_key_without_the_mcp_scope_or_without_a_key_is_refused(asgi_live_serve
             f"{asgi_live_server.url}/mcp", json=body, headers={**headers, "Authorization": "Bearer ak-nope.x"}
         )
         assert response.status_code == 401
+
+
+def test_finding_get_mcp_holds_no_stream_and_a_foreign_origin_is_refused(
+    asgi_live_server, published, tenant_admin, make_key, settings
+):
+    """The probe held 500 `GET /mcp` streams open with a valid key, none counted; and any Origin was accepted."""
+    _key, secret = make_key(tenant_admin, scopes=[KeyScope.MCP])
+    auth = {"Authorization": f"Bearer {secret}", "Accept": "application/json, text/event-stream"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    url = f"{asgi_live_server.url}/mcp"
+    with httpx2.Client(timeout=10) as http:
+        held = http.get(url, headers={**auth, "Accept": "text/event-stream"})
+        assert held.status_code == 405 and held.headers["allow"] == "POST"
+        foreign = http.post(url, json=body, headers={**auth, "Origin": "https://evil.example"})
+        assert foreign.status_code == 403 and foreign.json()["error"]["code"] == "origin_not_allowed"
+        own = http.post(url, json=body, headers={**auth, "Origin": "http://127.0.0.1:9"})  # this site's own host
+        assert own.status_code == 200 and own.json()["result"]["tools"]
+        settings.MCP_ALLOWED_ORIGINS = ["https://ide.example"]
+        allowed = http.post(url, json=body, headers={**auth, "Origin": "https://ide.example"})
+        assert allowed.status_code == 200
+        programs = http.post(url, json=body, headers=auth)  # no Origin: a program, not a page
+        assert programs.status_code == 200

@@ -31,14 +31,13 @@ from tests.turns import wait_turns
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # Measured: a connect reads the session, the user, the membership and the conversation (4); a plain chat turn 14
-# with the quota ledger off, as here (the engine's admission reads the conversation's last message: does it wait for
-# an API client's tool results, and the tenant's monthly tokens: is its budget spent; with the ledger on, that read
-# is the model call's too); the resend check; store the message, append it to the context in the same UPDATE and touch the conversation; read
-# the agent's knowledge bases; the context row, once for the tool context and the window; the active messages; the
-# quota; then the usage record, the reply with its context append and the conversation's time), and a socket's first
-# message one more: the message limit of the conversation's agent (agents.limits; for this draft, its configuration
-# reads the knowledge bases; a published version's reads nothing). Before the context was appended in the UPDATE
-# and read once: 17.
+# with the quota ledger off, as here: the engine's admission reads the conversation's last message (does it wait for
+# an API client's tool results) and the tenant's monthly tokens (is its budget spent; with the ledger on, the model
+# call's check reuses that read); the resend check; store the message, append it to the context in the same UPDATE
+# and touch the conversation; read the agent's knowledge bases; the context row, once for the tool context and the
+# window; the active messages; the quota; then the usage record, the reply with its context append and the
+# conversation's time. A socket's first message one more: the message limit of the conversation's agent
+# (agents.limits; for this draft, its configuration reads the knowledge bases), which the socket then keeps.
 CONNECT_STATEMENTS = 4
 TURN_STATEMENTS = 14
 

@@ -32,7 +32,8 @@ def embed(tenant, scripted_llm):
 
 
 async def _open(page: ChatPage):
-    """The widget's socket as chat.js opens it: no credential in the URL, the ticket and visitor id in its first frame."""
+    """The widget's socket as chat.js opens it: no credential in the URL; the ticket and visitor id in its first
+    frame."""
     socket = communicator(page.ws_path)
     connected, code = await socket.connect()
     assert connected, code
