@@ -18,6 +18,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -316,15 +317,27 @@ def _visitor_limits(visitor: VisitorPass, existing: Conversation | None) -> Refu
         ).count()
         if sent >= visitor.messages_per_hour:
             return Refusal(RefusalCode.RATE_LIMITED, {"count": visitor.messages_per_hour, "seconds": 3600}, 3600)
-    day = _day_start().date().isoformat()
     budget = quota.Budget(
-        key=("embed", visitor.embed_id, day),
+        key=_embed_budget_key(visitor),
         limit=visitor.daily_token_budget,
         used=lambda: embed_tokens_today(visitor.embed_id),
     )
     if quota.budget_spent(budget):
         return Refusal(RefusalCode.DAILY_BUDGET_EXCEEDED)
     return None
+
+
+def _embed_budget_key(visitor: VisitorPass) -> tuple:
+    return ("embed", visitor.embed_id, _day_start().date().isoformat())
+
+
+def _count_visitor_tokens(visitor: VisitorPass, task: Any) -> None:
+    """A visitor's turn ended: its tokens count against the embed's daily budget in this process's ledger at once
+    (the SQL sum is read again after LLM_QUOTA_CACHE_SECONDS)."""
+    if task.cancelled() or task.exception() is not None or task.result() is None:
+        return
+    usage = task.result().usage
+    quota.budget_ledger_add(_embed_budget_key(visitor), usage.prompt_tokens + usage.completion_tokens)
 
 
 def _new_visitor_allowed(visitor: VisitorPass) -> Refusal | None:
@@ -502,6 +515,8 @@ async def admit(
         if place.created:
             await database_sync_to_async(_forget)(place.conversation)
         return Refusal(RefusalCode.BUSY) if submission.outcome == Outcome.BUSY else _overloaded()
+    if caller.visitor is not None and submission.task is not None:
+        submission.task.add_done_callback(partial(_count_visitor_tokens, caller.visitor))
     return Admitted(
         conversation=place.conversation, submission=submission, slot=place.slot, created=place.created,
         limit=place.limit,

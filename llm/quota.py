@@ -115,3 +115,12 @@ def budget_spent(budget: Budget) -> bool:
     with _lock:
         _ledger[budget.key] = _Entry(used=used, loaded_at=time.monotonic())
     return used >= budget.limit
+
+
+def budget_ledger_add(key: tuple, tokens: int) -> None:
+    """Count tokens this process just used against the budget `key` (as quota_ledger_add does for the tenant's)."""
+    if tokens:
+        with _lock:
+            entry = _ledger.get(key)
+            if entry is not None:
+                entry.used += tokens
