@@ -227,16 +227,15 @@ def check_message(content: Any, client_id: Any) -> Refusal | None:
     if not isinstance(content, str) or not content.strip():
         return Refusal(RefusalCode.EMPTY_MESSAGE)
     if len(content) > MAX_MESSAGE_CHARS:
-        return _too_long(message_limit_words=None)
+        return _too_long(None)
     return None
 
 
-def _too_long(message_limit_words: str | None) -> Refusal:
-    if message_limit_words is None:
-        message_limit_words = _(
-            "The message is longer than %(max)s characters. Shorten it, or put long text in a knowledge base."
-        ) % {"max": MAX_MESSAGE_CHARS}
-    return Refusal(RefusalCode.MESSAGE_TOO_LONG, {"explanation": message_limit_words})
+def _too_long(explanation: str | None) -> Refusal:
+    """Too long: `explanation` is the agent's limit's words (agents.limits), None for the platform's limit."""
+    if explanation is None:
+        explanation = MessageLimit(chars=MAX_MESSAGE_CHARS).explanation()
+    return Refusal(RefusalCode.MESSAGE_TOO_LONG, {"explanation": explanation})
 
 
 def may_post(caller: Caller, conversation: Conversation) -> bool:
@@ -471,9 +470,13 @@ def _decide(caller: Caller, target: Target, content: str, client_id: str, stream
 
 
 def _forget(conversation: Conversation) -> None:
-    """A conversation made for a message the turn gate then refused: nothing of it stays."""
-    with tenant_scope(conversation.tenant):
+    """A conversation made for a message the turn gate then refused: nothing of it stays, nor of a visitor it made
+    (their account goes, and their row with it)."""
+    with tenant_scope(conversation.tenant), transaction.atomic():
         Conversation.objects.filter(pk=conversation.pk).delete()
+        visitor = conversation.visitor_id
+        if visitor is not None and not Conversation.objects.filter(visitor_id=visitor).exists():
+            get_user_model().objects.filter(pk=conversation.user_id, is_active=False).delete()
 
 
 async def admit(

@@ -6,6 +6,20 @@ from django.conf import settings
 from django.db import migrations, models
 
 
+def forget_page_loads(apps, schema_editor):
+    """Before this change the widget made an account and a conversation for every new visitor id on a page load;
+    those that never got a message (and accounts left with no conversation) go."""
+    Conversation = apps.get_model("memory", "Conversation")
+    Message = apps.get_model("memory", "Message")
+    User = apps.get_model(*settings.AUTH_USER_MODEL.split("."))
+    written = Message.objects.values("conversation_id")
+    empty = Conversation.objects.exclude(visitor_key="").exclude(pk__in=written)
+    accounts = set(empty.values_list("user_id", flat=True))
+    empty.delete()
+    kept = set(Conversation.objects.filter(user_id__in=accounts).values_list("user_id", flat=True))
+    User.objects.filter(pk__in=accounts - kept, is_active=False, username__startswith="visitor-").delete()
+
+
 def visitors_from_keys(apps, schema_editor):
     """One Visitor per "<embed id>.<hash>" key, owned by the account its conversations already had."""
     Conversation = apps.get_model("memory", "Conversation")
@@ -66,6 +80,7 @@ class Migration(migrations.Migration):
                                     related_name="conversations", to="memory.visitor",
                                     verbose_name="website visitor"),
         ),
+        migrations.RunPython(forget_page_loads, migrations.RunPython.noop),
         migrations.RunPython(visitors_from_keys, keys_from_visitors),
         migrations.RemoveField(model_name="conversation", name="visitor_key"),
         migrations.AlterField(
