@@ -21,7 +21,7 @@ from django.utils.translation import gettext as _
 from agents.models import Agent
 from api.models import ApiKey, KeyScope
 from core.conf import setting
-from engine.admission import Caller
+from engine.admission import Caller, CallerKind
 from memory.models import Conversation, ConversationSource
 from memory.selectors import access_conversation
 from tenants.models import Membership, Role, Tenant
@@ -143,8 +143,8 @@ class KeyAccess:
         with tenant_scope(self.tenant):
             agent_ids = self.chosen_agent_ids
         return Caller(
-            tenant=self.tenant, source=source, user=self.user, membership=self.membership,
-            agent_ids=agent_ids, counts_streams=True,
+            tenant=self.tenant, source=source, kind=CallerKind.KEY, user=self.user, membership=self.membership,
+            agent_ids=agent_ids,
         )  # fmt: skip
 
     def agents(self) -> QuerySet[Agent]:

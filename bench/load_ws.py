@@ -1225,6 +1225,8 @@ def bench_environment(args: argparse.Namespace, run_id: str) -> dict[str, str]:
         "LLM_ALLOW_PRIVATE_BASE_URLS": "1",  # the scripted model server is on 127.0.0.1
         "CHAT_STREAM_PREFIX": f"bench-{run_id}",
         "CHANNELS_PREFIX": f"bench-{run_id}-asgi",
+        # Each bench user sends its turns back to back: the pages' per-member rate is not what this measures.
+        "CHAT_USER_MESSAGES_PER_MINUTE": os.environ.get("CHAT_USER_MESSAGES_PER_MINUTE", "0"),
     }
 
 

@@ -165,6 +165,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("CHAT_BUSY_RETRY_SECONDS", "int", 10, "The retry hint, in seconds, of a turn refused as busy."),
     Setting(
+        "CHAT_USER_MESSAGES_PER_MINUTE",
+        "int",
+        30,
+        "Messages one member may send per minute from the pages (the chat page, the REST API with the session); API "
+        "keys have API_KEY_RATE, website visitors their embed's own rate; 0: no limit.",
+    ),
+    Setting(
         "CHAT_TURN_LEASE_SECONDS",
         "int",
         60,

@@ -62,6 +62,7 @@ class RefusalCode(StrEnum):
     INVALID_CHARACTERS = "invalid_characters"
     INVALID_CLIENT_ID = "invalid_client_id"
     RATE_LIMITED = "rate_limited"
+    USER_RATE_LIMITED = "user_rate_limited"
     NEW_VISITORS_LIMITED = "new_visitors_limited"
     TOO_MANY_STREAMS = "too_many_streams"
     QUOTA_EXCEEDED = "quota_exceeded"
@@ -91,6 +92,9 @@ REFUSALS: dict[RefusalCode, _Kind] = {
     ),
     RefusalCode.RATE_LIMITED: _Kind(
         429, gettext_noop("Message limit reached (%(count)s per hour). Please try again in %(seconds)s s.")
+    ),
+    RefusalCode.USER_RATE_LIMITED: _Kind(
+        429, gettext_noop("You sent %(count)s messages in a minute, the most allowed. Send again in %(seconds)s s.")
     ),
     RefusalCode.NEW_VISITORS_LIMITED: _Kind(
         429, gettext_noop("Too many new conversations from here. Please try again in %(seconds)s s.")
@@ -148,6 +152,14 @@ class Refusal:
         return _(REFUSALS[self.code].words) % self.params
 
 
+class CallerKind(StrEnum):
+    """How a caller came in: the pages (a session), an API key, or a website visitor (an embed token)."""
+
+    MEMBER = "member"
+    KEY = "key"
+    VISITOR = "visitor"
+
+
 @dataclass(frozen=True)
 class VisitorPass:
     """A website visitor as the widget's door knows them: the embed they came through (its agent and limits), a hash
@@ -163,17 +175,21 @@ class VisitorPass:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who starts a turn, resolved once at the door: a member (the pages, or an API key acting as that member,
-    limited to `agent_ids` when the key chose some), or a website visitor."""
+    """Who starts a turn, resolved once at the door: a member on the pages, an API key acting as its member (limited
+    to `agent_ids` when the key chose some), or a website visitor (`visitor`)."""
 
     tenant: Tenant
     source: ConversationSource
+    kind: CallerKind = CallerKind.MEMBER
     user: Any = None
     membership: Any = None
     agent_ids: frozenset[int] = frozenset()
     visitor: VisitorPass | None = None
-    # A key's streamed reply takes one of the tenant's API_TENANT_MAX_STREAMS places (the pages' own do not).
-    counts_streams: bool = False
+
+    @property
+    def counts_streams(self) -> bool:
+        """A key's streamed reply takes one of the tenant's API_TENANT_MAX_STREAMS places (the pages' own do not)."""
+        return self.kind == CallerKind.KEY
 
     def reaches(self, agent_id: int) -> bool:
         return not self.agent_ids or agent_id in self.agent_ids
@@ -339,6 +355,17 @@ def _count_visitor_tokens(visitor: VisitorPass, task: Any) -> None:
     quota.budget_ledger_add(_embed_budget_key(visitor), usage.prompt_tokens + usage.completion_tokens)
 
 
+def _member_rate(caller: Caller) -> Refusal | None:
+    """A member's messages per minute on the pages (the chat socket, the REST API with the session)."""
+    limit = setting("CHAT_USER_MESSAGES_PER_MINUTE")
+    # The account's join time tells apart two users that had the same id (a database recreated, as tests do).
+    joined = int(caller.user.date_joined.timestamp()) if getattr(caller.user, "date_joined", None) else 0
+    wait = places.window_count(f"member-messages:{caller.user.pk}:{joined}", limit, 60)
+    if wait is None:
+        return None
+    return Refusal(RefusalCode.USER_RATE_LIMITED, {"count": limit, "seconds": wait}, wait)
+
+
 def _new_visitor_allowed(visitor: VisitorPass) -> Refusal | None:
     """New visitors per address and per embed token (a visitor that rotates its id is a new visitor each time)."""
     for name, limit in (
@@ -422,6 +449,8 @@ def _limits(caller: Caller, conversation: Conversation | None, limit: MessageLim
         refusal = Refusal(RefusalCode.TOOL_RESULTS_PENDING)
     if refusal is None and caller.visitor is not None:
         refusal = _visitor_limits(caller.visitor, conversation)
+    if refusal is None and caller.kind == CallerKind.MEMBER:  # a key's rate is API_KEY_RATE, per request
+        refusal = _member_rate(caller)
     if refusal is None and quota.quota_spent(tenant=caller.tenant):
         refusal = Refusal(RefusalCode.QUOTA_EXCEEDED)
     if refusal is None and conversation is None and caller.visitor is not None:

@@ -19,6 +19,8 @@ STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.Static
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 # The scripted model server listens on 127.0.0.1; tests of the private-address guard turn this off themselves.
 LLM_ALLOW_PRIVATE_BASE_URLS = True
+# One member sends many messages quickly in tests (load, faults, browser journeys); the limit's own tests set it.
+CHAT_USER_MESSAGES_PER_MINUTE = 0
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
 # Uploads ingest synchronously in tests (eager Celery); tests of the background thread turn it on themselves.

@@ -352,3 +352,15 @@ async def test_every_surface_answers_a_resent_client_id_once(surface, world):
     await wait_turns()
     assert again.code is None and again.message == first.message, (surface, first, again)
     assert await database_sync_to_async(_snapshot)() == before
+
+
+# The pages' own rate: a member's messages per minute on the chat socket. Keys have API_KEY_RATE per request
+# (tests/api), visitors their embed's hourly rate (tests/widget/test_socket.py): a key is not held to the pages' rate.
+async def test_the_chat_page_refuses_a_member_over_their_message_rate_and_a_key_is_not_held_to_it(world, settings):
+    settings.CHAT_USER_MESSAGES_PER_MINUTE = 1
+    first = await chat_socket(world, "member", None, "one", uuid.uuid4().hex)
+    await wait_turns()
+    assert first.code is None
+    await _refused_and_nothing_stored("chat_socket", world, "user_rate_limited", content="two")
+    by_key = await rest(world, "member", None, "three", uuid.uuid4().hex)
+    assert by_key.code is None, by_key

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from chat.consumers import REFUSED_CLOSE, ConversationSocket, Entry
-from engine.admission import Caller, Target
+from engine.admission import Caller, CallerKind, Target
 from memory.models import ConversationSource
 from tenants.scope import tenant_scope
 from widget import visitors
@@ -50,7 +50,9 @@ class EmbedEntry(Entry):
         return True
 
     def caller(self) -> Caller:
-        return Caller(tenant=self.tenant, source=ConversationSource.WIDGET, visitor=self.visitor)
+        return Caller(
+            tenant=self.tenant, source=ConversationSource.WIDGET, kind=CallerKind.VISITOR, visitor=self.visitor
+        )
 
     def target(self) -> Target:
         if self.conversation is not None:
