@@ -35,7 +35,13 @@ def server(asgi_live_server):
 @pytest.fixture
 def client(server, tenant_admin, make_key, published) -> openai.OpenAI:
     _key, secret = make_key(tenant_admin)
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=secret, max_retries=0, timeout=30)
+    return openai.OpenAI(
+        base_url=f"{server.url}/v1",
+        api_key=secret,
+        max_retries=0,
+        timeout=30,
+        default_headers={"Accept-Language": "en"},
+    )  # the assertions read the English words
 
 
 def _conversations() -> int:
