@@ -1,4 +1,4 @@
-"""Migration memory 0013: the widget's visitors, kept as "<embed id>.<hash>" strings on conversations, become
+"""Migrations memory 0013-0015: the widget's visitors, kept as "<embed id>.<hash>" strings on conversations, become
 memory.Visitor rows; what page loads made before any message (an account and an empty conversation per visitor id)
 goes."""
 
@@ -15,7 +15,7 @@ from tenants.scope import all_tenants, tenant_scope
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("memory", "0012_message_trace_parent")]
-AFTER = [("memory", "0013_visitor")]
+AFTER = [("memory", "0015_visitor_key_removed")]
 
 
 def _migrate(targets: list[tuple[str, str]]):
