@@ -20,7 +20,7 @@ from django.test import Client
 
 from agents.services import agent_create, agent_publish, conversation_start
 from api.keys import key_create, key_revoke
-from api.models import KeyScope
+from api.models import ApiKey, KeyScope
 from config.asgi import application
 from core.db import database_sync_to_async
 from engine.places import stream_slot_take
@@ -315,8 +315,6 @@ async def test_every_surface_refuses_while_another_turn_of_the_conversation_runs
 async def test_every_key_surface_refuses_a_revoked_key(surface, world):
     def revoke() -> None:
         with tenant_scope(world.tenant):
-            from api.models import ApiKey
-
             key_revoke(key=ApiKey.objects.get(prefix=world.member_key.partition(".")[0]))
 
     await database_sync_to_async(revoke)()
