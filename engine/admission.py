@@ -168,6 +168,9 @@ class VisitorPass:
     embed_id: int
     agent_id: int
     id_hash: str
+    # Names the embed in the shared cache's counters and the budget ledger: a hash of its token (ids repeat when a
+    # database is recreated; tokens do not).
+    embed_key: str = ""
     address_hash: str = ""
     messages_per_hour: int = 0
     daily_token_budget: int = 0
@@ -343,7 +346,7 @@ def _visitor_limits(visitor: VisitorPass, existing: Conversation | None) -> Refu
 
 
 def _embed_budget_key(visitor: VisitorPass) -> tuple:
-    return ("embed", visitor.embed_id, _day_start().date().isoformat())
+    return ("embed", visitor.embed_key or visitor.embed_id, _day_start().date().isoformat())
 
 
 def _count_visitor_tokens(visitor: VisitorPass, task: Any) -> None:
@@ -369,8 +372,8 @@ def _member_rate(caller: Caller) -> Refusal | None:
 def _new_visitor_allowed(visitor: VisitorPass) -> Refusal | None:
     """New visitors per address and per embed token (a visitor that rotates its id is a new visitor each time)."""
     for name, limit in (
-        (f"visitor-new:{visitor.embed_id}:{visitor.address_hash}", setting("WIDGET_NEW_VISITORS_PER_ADDRESS")),
-        (f"visitor-new:{visitor.embed_id}", setting("WIDGET_NEW_VISITORS_PER_TOKEN")),
+        (f"visitor-new:{visitor.embed_key}:{visitor.address_hash}", setting("WIDGET_NEW_VISITORS_PER_ADDRESS")),
+        (f"visitor-new:{visitor.embed_key}", setting("WIDGET_NEW_VISITORS_PER_TOKEN")),
     ):
         wait = places.window_count(name, limit, 3600)
         if wait is not None:

@@ -104,7 +104,8 @@ def visitor_pass(embed: EmbedToken, visitor_id: str, address: str = "") -> Visit
         embed_id=embed.pk,
         agent_id=embed.agent_id,
         id_hash=visitor_hash(visitor_id),
-        address_hash=hashlib.sha256(f"{embed.pk}|{address}".encode()).hexdigest()[:32],
+        embed_key=hashlib.sha256(embed.token.encode()).hexdigest()[:32],
+        address_hash=hashlib.sha256(f"{embed.token}|{address}".encode()).hexdigest()[:32],
         messages_per_hour=embed.visitor_messages_per_hour,
         daily_token_budget=embed.daily_token_budget,
     )

@@ -11,7 +11,7 @@ from django.test import Client
 
 from config.asgi import application
 from core.db import database_sync_to_async
-from memory.models import Conversation, Message
+from memory.models import Conversation, Message, Visitor
 from tenants.scope import tenant_scope
 from tests.turns import wait_turns
 from tests.websockets import session_cookie
@@ -106,6 +106,40 @@ async def test_the_visitor_rate_is_refused_in_words(embed, scripted_llm):
     assert (await _until_done(socket))[-1]["type"] == "done"
     await wait_turns()
     await socket.disconnect()
+
+
+async def test_finding_a_rotated_visitor_id_is_a_new_visitor_and_new_visitors_are_limited(
+    embed, scripted_llm, settings
+):
+    """The probe escaped the per-visitor rate by rotating the id; each new id was also an account and a
+    conversation. Now a new id is a new visitor, made with its first message, and new visitors are limited per address
+    (and per token)."""
+    settings.WIDGET_NEW_VISITORS_PER_ADDRESS = 2
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
+    for _ in range(2):
+        socket, _hello = await _open(await database_sync_to_async(open_chat)(Client(), embed, new_visitor()))
+        await socket.send_json_to(_send("hi"))
+        assert (await _until_done(socket))[-1]["type"] == "done"
+        await wait_turns()
+        await socket.disconnect()
+    before = await database_sync_to_async(_widget_rows)(embed)
+    socket, _hello = await _open(await database_sync_to_async(open_chat)(Client(), embed, new_visitor()))
+    await socket.send_json_to(_send("hi"))
+    refused = (await _until_done(socket))[-1]
+    assert refused["code"] == "new_visitors_limited" and refused["retry_after"] > 0
+    assert await database_sync_to_async(_widget_rows)(embed) == before == (2, 2, 4)
+    await socket.disconnect()
+
+
+def _widget_rows(embed) -> tuple[int, int, int]:
+    """Visitors, their conversations and messages of this embed."""
+    with tenant_scope(embed.tenant):
+        conversations = Conversation.objects.filter(visitor__embed_id=embed.pk)
+        return (
+            Visitor.objects.filter(embed_id=embed.pk).count(),
+            conversations.count(),
+            Message.objects.filter(conversation__in=conversations).count(),
+        )
 
 
 def _spend(embed, tokens):
