@@ -13,7 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from agents.services import agent_publish
 from api.models import KeyScope
-from memory.models import Message
+from memory.models import Conversation, ConversationSource, Message
 from tenants.scope import all_tenants, tenant_scope
 from tests.factories import MembershipFactory
 
@@ -91,6 +91,8 @@ def test_a_call_answers_and_the_conversation_continues(asgi_live_server, publish
         ("user", "How many panels?"),
         ("assistant", "You said: How many panels?"),
     ]
+    with all_tenants(reason="test reads what was stored"):  # the finding: MCP's were recorded as the chat page's
+        assert Conversation.objects.get(pk=conversation_id).source == ConversationSource.MCP
 
 
 def test_another_tenants_key_sees_nothing_of_this_tenant(
