@@ -222,7 +222,8 @@ if REDIS_URL:
             },
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # One Redis client per process (core.redis_cache): Django makes a cache object per ASGI request.
+    CACHES = {"default": {"BACKEND": "core.redis_cache.SharedRedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
