@@ -1,8 +1,9 @@
 """An agent's configuration as a turn uses it: frozen, typed, built once from a version by one resolver.
 
 A published AgentVersion freezes its agent's configuration as a JSON snapshot (A2); `agent_config` reads that
-snapshot (or the draft's, for an agent never published) in one place, the way memory.overflow reads its
-OverflowConfig. Runners and services take an AgentConfig and never look into the snapshot dict themselves.
+snapshot (or the draft's, for an agent never published) in one place, through the agent-settings table
+(agents.settings_table), the way memory.overflow reads its OverflowConfig. Runners and services take an AgentConfig
+and never look into the snapshot dict themselves.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import get_language
 
-from agents.models import Agent, AgentKind, AgentVersion
+from agents.models import Agent, AgentVersion
+from agents.settings_table import SETTINGS, SettingsTable
 from agents.tools import get_tool, tool_refusal
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from llm.models import ModelProvider
@@ -105,33 +107,41 @@ def agent_config(
     """The configuration `version` froze (None: the agent's draft). `provider` and `model`, when given, are the
     ones a conversation fixed at its start; otherwise the version's, else the tenant's default provider."""
     snapshot: dict[str, Any] = version.snapshot if version is not None else agent.snapshot()
+    return config_from_snapshot(
+        snapshot, agent=agent, version_id=version.pk if version is not None else None, provider=provider, model=model
+    )
+
+
+def config_from_snapshot(
+    snapshot: dict[str, Any],
+    *,
+    agent: Agent,
+    version_id: int | None,
+    provider: ModelProvider | None = None,
+    model: str = "",
+    table: SettingsTable = SETTINGS,
+    config_type: type[AgentConfig] = AgentConfig,
+) -> AgentConfig:
+    """The AgentConfig of a snapshot: each setting read as the table says, the attributes the table names filled
+    with them, and the rest composed here (the provider and model, the knowledge-base tool, the agent's name).
+    `table` and `config_type`: another table and the config class that holds its settings (a test's made-up one)."""
+    values = table.read(snapshot)
     if provider is None:
-        provider = _provider(tenant=agent.tenant, provider_id=snapshot.get("provider_id"))
-    own_model = str(snapshot.get("model") or "")
-    model = model or own_model or (provider.default_chat_model if provider is not None else "")
-    tool_names = [str(name) for name in snapshot.get("tools") or []]
-    knowledge_base_ids = tuple(int(pk) for pk in snapshot.get("knowledge_base_ids") or [])
-    if knowledge_base_ids and KNOWLEDGE_TOOL not in tool_names:
-        tool_names.append(KNOWLEDGE_TOOL)
-    temperature = snapshot.get("temperature")
-    reply_cap = snapshot.get("max_reply_tokens")
-    return AgentConfig(
+        provider = _provider(tenant=agent.tenant, provider_id=values["provider"])
+    own_model = values["model"]
+    tool_names = values["tools"]
+    if values["knowledge_bases"] and KNOWLEDGE_TOOL not in tool_names:
+        tool_names = (*tool_names, KNOWLEDGE_TOOL)
+    return config_type(
+        **table.config_fields(values),
         agent_id=agent.pk,
-        name=str(snapshot.get("name") or agent.name),
-        kind=str(snapshot.get("kind") or AgentKind.CHAT),
-        system_prompt=str(snapshot.get("system_prompt") or ""),
+        name=values["name"] or agent.name,
         provider=provider,
-        model=model,
-        temperature=float(temperature) if temperature is not None else None,
-        tool_names=tuple(tool_names),
-        knowledge_base_ids=knowledge_base_ids,
-        overflow=OverflowConfig.from_dict(snapshot.get("token_overflow_config")),
-        workflow_yaml=snapshot.get("workflow_yaml"),
-        version_id=version.pk if version is not None else None,
+        model=model or own_model or (provider.default_chat_model if provider is not None else ""),
         model_is_own=bool(own_model),
-        long_term_memory=bool(snapshot.get("long_term_memory")),
-        memory_extraction=str(snapshot.get("memory_extraction") or "model"),
-        max_reply_tokens=int(reply_cap) if reply_cap else None,
+        tool_names=tool_names,
+        workflow_yaml=snapshot.get("workflow_yaml"),
+        version_id=version_id,
     )
 
 

@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent, Workflow
 from agents.services import agent_create
+from agents.settings_table import SETTINGS
 from agents.tools import find_tool
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from agents.workflows.services import workflow_save
@@ -23,10 +24,8 @@ from core.bounded import TooDeep, check_yaml_depth
 
 FORMAT = "agent-platform/agent"
 FORMAT_VERSION = 1
-FIELDS = (
-    "name", "description", "system_prompt", "model", "temperature", "kind", "tools", "token_overflow_config",
-    "long_term_memory", "memory_extraction", "max_reply_tokens",
-)  # fmt: skip
+# The settings an export carries (agents.settings_table): not the provider nor the knowledge bases (the tenant's).
+FIELDS = SETTINGS.export_fields
 
 
 class AgentImportError(Exception):
@@ -55,12 +54,7 @@ _Dumper.add_representer(_Literal, _literal)
 def agent_export(*, agent: Agent) -> str:
     """The agent as a YAML document."""
     data: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION}
-    # Choices as plain strings (an enum member is not YAML).
-    data["agent"] = {
-        name: str(value) if isinstance(value, str) else value
-        for name, value in ((name, getattr(agent, name)) for name in FIELDS)
-    }
-    data["agent"]["token_overflow_config"] = agent.overflow_config().to_dict()
+    data["agent"] = SETTINGS.export(agent)
     workflow = Workflow.objects.filter(agent=agent).first()
     if workflow is not None:
         text = workflow.yaml if workflow.yaml.endswith("\n") else workflow.yaml + "\n"

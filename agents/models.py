@@ -12,6 +12,7 @@ from django.db import models
 from django.utils.text import slugify
 from django.utils.translation import gettext_lazy as _
 
+from agents.settings_table import SETTINGS
 from agents.tools import find_tool, tool_refusal
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from memory.overflow import STRATEGY_NONE, OverflowConfig, OverflowConfigError
@@ -46,21 +47,9 @@ class AgentKind(models.TextChoices):
     GOAL = "goal", _("long-lived goal agent")
 
 
-# The configuration a version freezes; AgentVersion.snapshot holds these keys (plus provider_id; max_reply_tokens
-# only when set).
-SNAPSHOT_FIELDS = (
-    "name",
-    "description",
-    "system_prompt",
-    "model",
-    "temperature",
-    "kind",
-    "tools",
-    "token_overflow_config",
-    "long_term_memory",
-    "memory_extraction",
-    "max_reply_tokens",
-)
+# The keys of a version's snapshot (AgentVersion.snapshot): the settings a version freezes (agents.settings_table;
+# one left out while at its default: max_reply_tokens), plus workflow_yaml for a workflow agent.
+SNAPSHOT_FIELDS = SETTINGS.snapshot_keys
 
 # The most an agent's longest reply may be set to, in tokens: above the largest output any current chat model
 # writes in one reply (128K), so a real setting is never refused and a typo of a few extra digits is.
@@ -208,14 +197,7 @@ class Agent(TenantOwned):
 
     def snapshot(self) -> dict[str, Any]:
         """The whole draft configuration as JSON: what a version freezes and a conversation starts from."""
-        data = {name: getattr(self, name) for name in SNAPSHOT_FIELDS}
-        data["provider_id"] = self.provider_id
-        data["token_overflow_config"] = self.overflow_config().to_dict()
-        data["knowledge_base_ids"] = sorted(self.knowledge_bases.values_list("pk", flat=True)) if self.pk else []
-        if data["max_reply_tokens"] is None:
-            # No cap is what a version published before the setting existed means too: left out, such a version
-            # still equals its unchanged draft (agent_ensure publishes nothing new for it).
-            del data["max_reply_tokens"]
+        data = SETTINGS.freeze(self)
         if self.kind == AgentKind.WORKFLOW:
             # A version freezes the workflow document too: editing the workflow later leaves ongoing
             # conversations on the one they started with (A2).

@@ -12,26 +12,13 @@ from django.utils.translation import gettext as _
 
 from agents.config import agent_config
 from agents.models import Agent, AgentVersion
+from agents.settings_table import SETTINGS
 from memory.models import Conversation, ConversationSource, Visitor
 from memory.services import conversation_create
 from tenants.models import Tenant
 
-EDITABLE_FIELDS = (
-    "name",
-    "description",
-    "system_prompt",
-    "provider",
-    "model",
-    "temperature",
-    "max_reply_tokens",
-    "kind",
-    "tools",
-    "token_overflow_config",
-    "long_term_memory",
-    "memory_extraction",
-    "active",
-    "knowledge_bases",
-)
+# What agent_create and agent_update take: the editable agent settings (agents.settings_table).
+EDITABLE_FIELDS = SETTINGS.editable_fields
 
 
 def _set_knowledge_bases(agent: Agent, knowledge_bases: Any) -> None:

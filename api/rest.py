@@ -26,7 +26,7 @@ from rest_framework.views import exception_handler
 
 from agents.export import AgentImportError, agent_export, agent_import, export_filename
 from agents.limits import MAX_MESSAGE_CHARS
-from agents.models import Agent, AgentKind, Workflow, WorkflowRun
+from agents.models import Agent, AgentKind, MemoryExtraction, Workflow, WorkflowRun
 from agents.runtime import TurnStatus
 from agents.services import agent_create, agent_publish, agent_update, conversation_start
 from agents.workflows.schema import WorkflowValidationError
@@ -127,6 +127,21 @@ class ApiViewSet(TenantScopedApiView, viewsets.GenericViewSet):
 # --- agents -----------------------------------------------------------------------------------------------------
 
 
+# The editable agent settings (agents.settings_table) the REST API does not write; the write serializer takes every
+# other one (tests/agents/test_settings_table.py checks it).
+AGENT_SETTINGS_NOT_WRITTEN = frozenset(
+    {
+        # The API lists no providers (their keys and URLs are the tenant's secrets): a client has no id to give.
+        "provider",
+        # A key limited to some agents reads the knowledge bases they use: attaching one would open any of the tenant's.
+        "knowledge_bases",
+    }
+)
+
+
+# An agent as the API reads it: its id, API name, published version and some of its settings (not the system
+# prompt, the token management, the provider or the knowledge bases). A comment, not a docstring: the schema shows
+# a serializer's docstring to clients.
 class AgentSerializer(serializers.ModelSerializer):
     # A plain string: the slug keeps Chinese letters, which the schema's ASCII `\w` pattern would refuse.
     slug = serializers.CharField(read_only=True, help_text="The agent's API name: the `model` of /v1/chat/completions.")
@@ -134,8 +149,23 @@ class AgentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Agent
-        fields = ["id", "slug", "name", "description", "kind", "active", "model", "temperature", "max_reply_tokens",
-                  "tools", "published_version", "created_at", "updated_at"]  # fmt: skip
+        fields = [
+            "id",
+            "slug",
+            "name",
+            "description",
+            "kind",
+            "active",
+            "model",
+            "temperature",
+            "max_reply_tokens",
+            "tools",
+            "long_term_memory",
+            "memory_extraction",
+            "published_version",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
 
@@ -165,6 +195,7 @@ def _validation(error: DjangoValidationError) -> exceptions.ValidationError:
     return exceptions.ValidationError(error.message_dict if hasattr(error, "error_dict") else error.messages)
 
 
+# The agent settings a client writes: every editable one but AGENT_SETTINGS_NOT_WRITTEN.
 class AgentWriteSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=120)
     description = serializers.CharField(required=False, allow_blank=True)
@@ -178,6 +209,8 @@ class AgentWriteSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=AgentKind.choices, required=False)
     tools = serializers.ListField(child=serializers.CharField(), required=False)
     token_overflow_config = serializers.DictField(required=False)
+    long_term_memory = serializers.BooleanField(required=False)
+    memory_extraction = serializers.ChoiceField(choices=MemoryExtraction.choices, required=False)
     active = serializers.BooleanField(required=False)
 
 
