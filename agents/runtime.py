@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agents import frames, traces
 from agents.config import AgentConfig, conversation_config
+from agents.modelcall import AgentModel, bound
 from agents.models import AgentKind
 from core import tracing
 from core.db import database_sync_to_async
@@ -137,6 +138,12 @@ class TurnContext:
         return self.stop.is_set()
 
     @property
+    def model(self) -> AgentModel:
+        """The turn's model calls (agents.modelcall): the agent's provider, model, temperature and longest reply, this
+        conversation, and the turn's stop signal. Every model call of a turn goes through it."""
+        return AgentModel.of(self.config, tenant=self.tenant, conversation_id=self.conversation.pk, cancel=self.stop)
+
+    @property
     def text(self) -> str:
         """The reply text streamed so far (since the last `restart_text`)."""
         return "".join(self._text)
@@ -237,7 +244,8 @@ class TurnRunner:
                 text = " ".join(refusals)
                 await turn.say(text)
                 return await turn.finish(text, status=TurnStatus.FAILED)
-            return await self.run(turn)
+            with bound(turn.model):  # the tools that call a model find the turn's (agents.modelcall.for_tool)
+                return await self.run(turn)
         except LLMError as exc:
             return await turn.fail(exc.code, exc.partial_text or turn.text)
         except asyncio.CancelledError:

@@ -27,9 +27,10 @@ from agents.tools.invoke import ToolOutcome, ToolRound, invoke_tool, merge_tool_
 from core.conf import setting
 from core.db import database_sync_to_async
 from llm import errors
-from llm.client import Finished, TextDelta, ToolCall, ToolCallStarted, stream_chat
+from llm.client import Finished, TextDelta, ToolCall, ToolCallStarted
 from llm.errors import LLMError
 from llm.messages import ChatMessage
+from llm.options import ChatRequest
 from memory.longterm.events import COMBINED_PROMPT
 from memory.models import Conversation, ConversationContext
 from memory.services import context_build, tool_exchange_add
@@ -275,17 +276,7 @@ class _Loop:
         turn.restart_text()
         self.reply_field = ReplyField() if self.setup.combined and stream_text else None
         finished: Finished | None = None
-        async for event in stream_chat(
-            tenant=turn.tenant,
-            provider=turn.config.provider,
-            model=turn.config.model,
-            messages=messages,
-            tools=schemas or None,
-            agent_id=turn.conversation.agent_id,
-            conversation_id=turn.conversation.pk,
-            cancel=turn.stop,
-            **self._asked(),
-        ):
+        async for event in turn.model.stream(self._request(messages, schemas)):
             if isinstance(event, TextDelta):
                 if self.reply_field is not None:
                     shown = self.reply_field.feed(event.text)
@@ -303,19 +294,15 @@ class _Loop:
         turn.count(finished.usage.prompt_tokens, finished.usage.completion_tokens, await finished.recorded())
         return finished
 
-    def _asked(self) -> dict[str, Any]:
-        """The API client's wishes for the model call (llm.options), over the agent's temperature and within its
-        longest reply."""
-        config, options = self.turn.config, self.turn.options
-        if options is None:
-            return {"temperature": config.temperature, "max_tokens": config.reply_tokens()}
-        temperature = options.temperature if options.temperature is not None else config.temperature
-        tool_choice = options.tool_choice if self.client_tools or self.setup.tools else None
+    def _request(self, messages: list[ChatMessage], schemas: list[dict] | None) -> ChatRequest:
+        """The next model call's request: the messages and tools, with what the API client asked (llm.options); the
+        turn's seam adds the agent's temperature and longest reply."""
+        options = self.turn.options
+        tool_choice = options.tool_choice if options and (self.client_tools or self.setup.tools) else None
         if self.calls_made and tool_choice not in (None, "none"):
             tool_choice = "auto"  # a forced call is the turn's first; after the agent's tools ran, the model answers
         self.calls_made += 1
-        return {"temperature": temperature, "max_tokens": config.reply_tokens(options.max_tokens),
-                "tool_choice": tool_choice, "options": options}  # fmt: skip
+        return ChatRequest.asking(options, messages=messages, tools=schemas or (), tool_choice=tool_choice)
 
     async def _combined_answer(self, answer: str) -> TurnResult:
         """The end of a combined answer: the reply is its `user_reply` (what was not streamed yet is sent now), the

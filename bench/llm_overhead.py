@@ -47,11 +47,12 @@ async def direct_run(client, model: str, messages: list) -> tuple[float, float, 
 
 async def gateway_run(stream_chat, tenant, provider, messages: list) -> tuple[float, float, str]:
     from llm.client import TextDelta
+    from llm.options import ChatRequest
 
     started = time.perf_counter()
     ttft = None
     parts = []
-    async for event in stream_chat(tenant=tenant, provider=provider, messages=messages, purpose="chat"):
+    async for event in stream_chat(ChatRequest(messages=messages), tenant=tenant, provider=provider, purpose="chat"):
         if isinstance(event, TextDelta):
             if ttft is None:
                 ttft = time.perf_counter() - started

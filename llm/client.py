@@ -1,9 +1,10 @@
 """The model gateway: one async client for every provider.
 
-`stream_chat(...)` yields typed events (TextDelta, ToolCallStarted, ToolCallsReady, Finished) from a streamed
-chat completion; `complete_chat(...)` collects them. Both check the tenant's quota before anything is sent, retry
-429 / 5xx / connection errors with backoff (only before the first chunk), map every failure to an LLMError code,
-and record one LLMCall at the end, whatever the outcome. The hot path does no database work between chunks.
+`stream_chat(request, ...)` yields typed events (TextDelta, ToolCallStarted, ToolCallsReady, Finished) from a
+streamed chat completion of one `llm.options.ChatRequest`; `complete_chat(request, ...)` collects them. Both check
+the tenant's quota before anything is sent, retry 429 / 5xx / connection errors with backoff (only before the first
+chunk), map every failure to an LLMError code, and record one LLMCall at the end, whatever the outcome. The hot
+path does no database work between chunks.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from llm import errors, tokens, traces
 from llm.errors import LLMError
 from llm.messages import ChatMessage, wire
 from llm.models import CallStatus, ModelProvider, Purpose, UsageSource
-from llm.options import CallOptions
+from llm.options import ChatRequest
 from llm.quota import quota_check, quota_fits_cached, quota_ledger_add
 from llm.selectors import connection_for
 from llm.services import Usage, llm_call_record, scope_of, usage_counted
@@ -183,23 +184,17 @@ class _Request:
 
 
 def _chat_request(
+    request: ChatRequest,
     *,
     tenant: Tenant,
-    messages: Sequence[ChatMessage],
     provider: ModelProvider | None,
     connection: Connection | None,
     model: str | None,
-    tools: Sequence[Mapping[str, Any]] | None,
-    tool_choice: Any,
-    temperature: float | None,
-    max_tokens: int | None,
     purpose: str,
     agent_id: int | None,
     conversation_id: int | None,
-    extra_body: Mapping[str, Any] | None,
-    options: CallOptions | None = None,
 ) -> _Request:
-    """The request stream_chat sends, from its arguments (see there)."""
+    """What stream_chat sends for `request`, and what its call record names (see there)."""
     if connection is None:
         if provider is None:
             raise ValueError("stream_chat() needs a provider or a connection.")
@@ -207,20 +202,7 @@ def _chat_request(
     model = model or (provider.default_chat_model if provider is not None else "")
     if not model:
         raise ValueError("stream_chat() needs a model (or a provider with a default chat model).")
-    sent = wire(messages)
-    params: dict[str, Any] = {"model": model, "messages": sent}
-    if tools:
-        params["tools"] = list(tools)
-        if tool_choice is not None:
-            params["tool_choice"] = tool_choice
-    if temperature is not None:
-        params["temperature"] = temperature
-    if max_tokens is not None:
-        params["max_tokens"] = max_tokens
-    if options is not None:
-        params.update(options.params())
-    if extra_body:
-        params["extra_body"] = dict(extra_body)
+    params: dict[str, Any] = {"model": model, **request.wire_params()}
     record_base = {
         "tenant": tenant,
         "provider_id": connection.provider_id,
@@ -229,7 +211,7 @@ def _chat_request(
         "agent_id": agent_id,
         "conversation_id": conversation_id,
     }
-    return _Request(tenant, connection, model, sent, tools, params, record_base)
+    return _Request(tenant, connection, model, params["messages"], request.tools or None, params, record_base)
 
 
 async def _quota_checked(request: _Request) -> None:
@@ -377,40 +359,49 @@ class _Call:
         await database_sync_to_async(self.record)(status, exc.code)
 
 
-@tracing.traced_stream(traces.call_name, before=traces.call_attributes, on_item=traces.call_event)
+def _span_name(request: ChatRequest, **call: Any) -> str:
+    return traces.call_name(**call)
+
+
+def _span_attributes(request: ChatRequest, **call: Any) -> dict[str, Any]:
+    """The span's first attributes (llm.traces): the call's, and the request's that a span names."""
+    asked = {"messages": request.messages, "tools": request.tools, "temperature": request.temperature}
+    return traces.call_attributes(**asked, max_tokens=request.max_tokens, **call)
+
+
+@tracing.traced_stream(_span_name, before=_span_attributes, on_item=traces.call_event)
 async def stream_chat(
+    request: ChatRequest,
     *,
     tenant: Tenant,
-    messages: Sequence[ChatMessage],
     provider: ModelProvider | None = None,
     connection: Connection | None = None,
     model: str | None = None,
-    tools: Sequence[Mapping[str, Any]] | None = None,
-    tool_choice: Any = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
     purpose: str = Purpose.CHAT,
     agent_id: int | None = None,
     conversation_id: int | None = None,
-    extra_body: Mapping[str, Any] | None = None,
     cancel: asyncio.Event | None = None,
-    options: CallOptions | None = None,
 ) -> AsyncIterator[Event]:
-    """Stream one chat completion as events; the last one is Finished. Raises LLMError on failure.
+    """Stream the reply to `request` as events; the last one is Finished. Raises LLMError on failure.
 
-    Give a `provider` (its connection is resolved here) or a ready `connection` plus `model`. Setting `cancel`
-    stops the call (LLMError "cancelled"); cancelling the task works too (recorded, then CancelledError).
-    `options` adds an API client's top_p, stop, seed and response_format (llm.options).
-    On failure after part of the reply arrived, the LLMError carries it in `partial_text`.
+    Give a `provider` (its connection is resolved here) or a ready `connection` plus `model`; the tenant pays and
+    the call record names the purpose, agent and conversation. Setting `cancel` stops the call (LLMError
+    "cancelled"); cancelling the task works too (recorded, then CancelledError). On failure after part of the reply
+    arrived, the LLMError carries it in `partial_text`. An agent's calls come here through agents.modelcall.
     """
     started = time.perf_counter()
-    request = _chat_request(
-        tenant=tenant, messages=messages, provider=provider, connection=connection, model=model, tools=tools,
-        tool_choice=tool_choice, temperature=temperature, max_tokens=max_tokens, purpose=purpose, agent_id=agent_id,
-        conversation_id=conversation_id, extra_body=extra_body, options=options,
-    )  # fmt: skip
-    await _quota_checked(request)
-    call = _Call(request, started)
+    sent = _chat_request(
+        request,
+        tenant=tenant,
+        provider=provider,
+        connection=connection,
+        model=model,
+        purpose=purpose,
+        agent_id=agent_id,
+        conversation_id=conversation_id,
+    )
+    await _quota_checked(sent)
+    call = _Call(sent, started)
     try:
         async with aclosing(call.attempts(cancel)) as events:
             async for event in events:
@@ -439,7 +430,7 @@ async def stream_chat(
         recording=recording,
         ttft_ms=_ms(call.ttft) if call.ttft is not None else None,
         duration_ms=_ms(time.perf_counter() - started),
-        model=request.model,
+        model=sent.model,
     )
     # A caller that reads the stream to its end gets the record written by then: an event loop made by
     # async_to_sync (Celery tasks) cancels leftover tasks when it closes, and would lose it.
@@ -472,9 +463,31 @@ def _add_tool_call_piece(builders: dict[int, _ToolCallBuilder], piece: Any) -> T
     return None
 
 
-async def complete_chat(**kwargs: Any) -> ChatResult:
-    """The whole reply of one chat completion (same arguments as stream_chat)."""
-    async for event in stream_chat(**kwargs):
+async def complete_chat(
+    request: ChatRequest,
+    *,
+    tenant: Tenant,
+    provider: ModelProvider | None = None,
+    connection: Connection | None = None,
+    model: str | None = None,
+    purpose: str = Purpose.CHAT,
+    agent_id: int | None = None,
+    conversation_id: int | None = None,
+    cancel: asyncio.Event | None = None,
+) -> ChatResult:
+    """The whole reply to `request` (the arguments are stream_chat's)."""
+    events = stream_chat(
+        request,
+        tenant=tenant,
+        provider=provider,
+        connection=connection,
+        model=model,
+        purpose=purpose,
+        agent_id=agent_id,
+        conversation_id=conversation_id,
+        cancel=cancel,
+    )
+    async for event in events:
         if isinstance(event, Finished):
             return ChatResult(
                 text=event.text,

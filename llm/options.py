@@ -1,37 +1,48 @@
-"""What a caller asks of the model beyond the messages: the OpenAI chat-completions fields an API client may set
-(sampling, length, output format) and the tools it runs itself.
+"""What one model call asks of the model: `ChatRequest`, its messages and the OpenAI chat-completions fields beside
+them, declared once.
 
-`CallOptions` travels from the OpenAI-compatible endpoint through the turn to `llm.client.stream_chat`, which adds
-`params()` to the request. The tool loop offers `tools` beside the agent's own and hands their calls back to the
-client instead of running them.
+`CallOptions` are those fields without the messages: what an API client may set for a turn (sampling, length, output
+format, the tools it runs itself). They travel from the OpenAI-compatible endpoint through the turn
+(`TurnContext.options`) to the turn's requests, which are `ChatRequest`s made from them; the tool loop offers their
+`tools` beside the agent's own and hands their calls back to the client instead of running them.
+`llm.client.stream_chat` sends a `ChatRequest`; what is not in it (the tenant, provider, model and the names the
+call record keeps) are its own arguments.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import jsonschema
 
+from llm.messages import ChatMessage, wire
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class CallOptions:
-    """A client's settings for one turn; None (or empty) means "the agent's own"."""
+    """The fields of a model call beside its messages; None (or empty) sends nothing, and for an API client's
+    settings means "the agent's own"."""
 
-    tools: tuple[Mapping[str, Any], ...] = ()  # OpenAI function tools the client runs
+    tools: Sequence[Mapping[str, Any]] = ()  # OpenAI function tools (a client's: the tools it runs)
     tool_choice: Any = None  # "none" | "auto" | "required" | {"type": "function", "function": {"name": ...}}
     response_format: Mapping[str, Any] | None = None  # {"type": "json_object"} or {"type": "json_schema", ...}
-    max_tokens: int | None = None  # as asked; the turn sends it within the agent's longest reply (AgentConfig)
+    max_tokens: int | None = None  # a turn's requests send it within the agent's longest reply (agents.modelcall)
     temperature: float | None = None
     top_p: float | None = None
-    stop: tuple[str, ...] = ()
+    stop: Sequence[str] = ()
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        # Frozen all the way down: a list given is kept as a tuple.
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "stop", tuple(self.stop))
 
     @property
     def tool_names(self) -> frozenset[str]:
-        """The names of the client's tools."""
+        """The names of the tools."""
         return frozenset(str(tool["function"]["name"]) for tool in self.tools)
 
     @property
@@ -64,15 +75,50 @@ class CallOptions:
         where = "/".join(str(part) for part in error.absolute_path) or "the top level"
         return f"it does not match the JSON schema at {where}: {error.message}."
 
-    def params(self) -> dict[str, Any]:
-        """The request fields these options add (temperature and max_tokens are merged by the caller)."""
-        params: dict[str, Any] = {}
-        if self.top_p is not None:
-            params["top_p"] = self.top_p
+
+@dataclass(frozen=True, kw_only=True)
+class ChatRequest(CallOptions):
+    """One model call's request: its messages and the fields beside them (CallOptions'), plus `extra_body`, fields
+    a compatible server takes beyond OpenAI's, sent as they are."""
+
+    messages: Sequence[ChatMessage]
+    extra_body: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "messages", tuple(self.messages))
+
+    @classmethod
+    def asking(cls, options: CallOptions | None, *, messages: Sequence[ChatMessage], **changes: Any) -> ChatRequest:
+        """A request of `messages` with what `options` ask (None: nothing), `changes` over them."""
+        asked = {f.name: getattr(options, f.name) for f in fields(CallOptions)} if options is not None else {}
+        return cls(**{**asked, **changes}, messages=messages)
+
+    def within(self, cap: int | None) -> ChatRequest:
+        """This request with a reply of at most `cap` tokens: the smaller of its own max_tokens and the cap, the cap
+        when it asks none (None: no cap, the request as it is)."""
+        if cap is None or (self.max_tokens is not None and self.max_tokens <= cap):
+            return self
+        return replace(self, max_tokens=cap)
+
+    def wire_params(self) -> dict[str, Any]:
+        """The request body's fields but the model (`extra_body` kept apart, for the transport to merge)."""
+        params: dict[str, Any] = {"messages": wire(self.messages)}
+        if self.tools:
+            params["tools"] = list(self.tools)
+            if self.tool_choice is not None:
+                params["tool_choice"] = self.tool_choice
+        optional = {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+        params.update((name, value) for name, value in optional.items() if value is not None)
         if self.stop:
             params["stop"] = list(self.stop)
-        if self.seed is not None:
-            params["seed"] = self.seed
         if self.response_format is not None:
             params["response_format"] = dict(self.response_format)
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
         return params

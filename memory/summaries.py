@@ -12,6 +12,7 @@ from llm import errors
 from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.models import ModelProvider, Purpose
+from llm.options import ChatRequest
 from llm.selectors import default_provider
 from memory import overflow
 from memory.counters import overflow_metric_add
@@ -45,14 +46,13 @@ def conversation_summarize(*, conversation: Conversation, message_ids: Sequence[
     messages, _unloaded = active_stored(wanted, conversation)
     provider, model = _summary_model(conversation)
     result = async_to_sync(complete_chat)(
+        ChatRequest(messages=overflow.summary_prompt(previous_summary=previous, messages=messages), temperature=0.2),
         tenant=conversation.tenant,
         provider=provider,
         model=model,
-        messages=overflow.summary_prompt(previous_summary=previous, messages=messages),
         purpose=Purpose.SUMMARY,
         agent_id=conversation.agent_id,
         conversation_id=conversation.pk,
-        temperature=0.2,
     )
     text = result.text.strip()
     if not text:

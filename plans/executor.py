@@ -28,9 +28,9 @@ from core import tracing
 from core.conf import setting
 from core.db import database_sync_to_async
 from llm import errors
-from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.messages import ChatMessage
+from llm.options import ChatRequest
 from llm.selectors import model_for_tier
 from memory.models import Conversation, ConversationContext, Message
 from memory.services import conversation_tool_context_set, message_add
@@ -323,15 +323,11 @@ async def finalize(*, plan_id: int, turn: TurnContext, failed: tuple[PlanStep, d
         "If a step failed, say which step failed and why."
     )
     payload = json.dumps({"userQuery": query, "steps": steps, "failure": note}, ensure_ascii=False)
+    # The planning tier's model, as the planner's turn (whose own calls its longest reply does not bound).
+    model = turn.model.on(choice.provider, choice.model)
     try:
-        answer = await complete_chat(
-            tenant=plan.conversation.tenant,
-            provider=choice.provider,
-            model=choice.model,
-            messages=[ChatMessage.system(instruction), ChatMessage.user(payload)],
-            conversation_id=plan.conversation_id,
-            agent_id=plan.conversation.agent_id,
-            cancel=turn.stop,
+        answer = await model.complete(
+            ChatRequest(messages=[ChatMessage.system(instruction), ChatMessage.user(payload)])
         )
     except LLMError as exc:
         outputs = "\n\n".join(str((s.get("result") or {}).get("output") or "") for s in steps)

@@ -18,8 +18,9 @@ from django.utils.translation import gettext as _
 from agents.runtime import TurnContext, TurnResult, TurnRunner, TurnStatus, register_runner
 from agents.toolloop import no_provider
 from core.db import database_sync_to_async
-from llm.client import ToolCall, complete_chat
+from llm.client import ToolCall
 from llm.messages import ChatMessage
+from llm.options import ChatRequest
 from llm.selectors import TierChoice, model_for_tier
 from memory.models import Conversation
 from memory.services import context_build
@@ -118,12 +119,10 @@ class _Planning:
 
     async def run(self) -> TurnResult:
         turn = self.turn
+        # The planning tier's model, as this turn's agent (not bounded by its longest reply: agents.modelcall).
+        model = turn.model.on(self.choice.provider, self.choice.model)
         for _round in range(MAX_ROUNDS):
-            answer = await complete_chat(
-                tenant=turn.tenant, provider=self.choice.provider, model=self.choice.model, messages=self.messages,
-                tools=[LIST_AGENTS, CREATE_PLAN], agent_id=turn.conversation.agent_id,
-                conversation_id=turn.conversation.pk, cancel=turn.stop,
-            )  # fmt: skip
+            answer = await model.complete(ChatRequest(messages=self.messages, tools=(LIST_AGENTS, CREATE_PLAN)))
             turn.count(answer.usage.prompt_tokens, answer.usage.completion_tokens, answer.call_id)
             self.calls.append({"call_id": answer.call_id, "tool_calls": [c.name for c in answer.tool_calls]})
             if not answer.tool_calls:

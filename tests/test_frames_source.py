@@ -96,7 +96,7 @@ def test_the_check_passes_typed_frames():
 
 def test_nothing_imports_a_helper_that_is_not_about_models_from_llm_client():
     allowed = {
-        "ChatResult", "Finished", "TextDelta", "ToolCall", "ToolCallStarted", "Usage", "backoff_delay",
+        "ChatResult", "Event", "Finished", "TextDelta", "ToolCall", "ToolCallStarted", "Usage", "backoff_delay",
         "complete_chat", "embed_texts", "stream_chat",
     }  # fmt: skip
     found = []

@@ -35,13 +35,15 @@ from agents.config import AgentConfig, agent_config
 from agents.goal import dispatch
 from agents.goal.models import GoalLimit, GoalRun, GoalRunStatus, GoalStep, GoalStepKind
 from agents.goal.tools import ASK_USER, FINISH, SLEEP, ExecutionModel, goal_tools
+from agents.modelcall import AgentModel, bound
 from agents.tools import Tool, ToolCallContext
 from agents.tools.invoke import ToolOutcome, invoke_tool, refused, tool_message, tool_round, with_call_ids
 from core.db import database_sync_to_async
-from llm.client import ToolCall, complete_chat
+from llm.client import ToolCall
 from llm.errors import LLMError
 from llm.messages import ChatMessage, Role, wire
 from llm.models import Purpose, Tier
+from llm.options import ChatRequest
 from llm.selectors import model_for_tier
 
 logger = logging.getLogger(__name__)
@@ -103,7 +105,7 @@ class RunSetup:
     user_id: int
     goal: str
     config: AgentConfig
-    model: str
+    m2: AgentModel  # the run's model: the agent's own, else its provider's planning tier (agents.modelcall)
     tools: dict[str, Tool]
 
 
@@ -123,7 +125,7 @@ def run_setup(run: GoalRun) -> RunSetup:
         user_id=run.user_id,
         goal=run.goal,
         config=config,
-        model=model,
+        m2=AgentModel.of(config, tenant=agent.tenant, model=model, purpose=Purpose.PLAN),
         tools=goal_tools(execution),
     )
 
@@ -245,7 +247,8 @@ class GoalLoop:
             run = await database_sync_to_async(begin_iteration)(self.setup.run_id, self.clock())
             if run is None:
                 return False
-            iteration = await self.iterate(run)
+            with bound(self.setup.m2):  # execute_task calls the execution tier as the run's agent
+                iteration = await self.iterate(run)
             status = await database_sync_to_async(save_iteration)(self.setup.run_id, iteration, self.clock())
             if status != GoalRunStatus.RUNNING:
                 return False
@@ -266,18 +269,9 @@ class GoalLoop:
         ]
         started = time.perf_counter()
         try:
-            reply = await complete_chat(
-                tenant=setup.tenant,
-                provider=setup.config.provider,
-                model=setup.model,
-                messages=messages,
-                tools=self.schemas,
-                temperature=setup.config.temperature,
-                purpose=Purpose.PLAN,
-                agent_id=setup.agent_id,
-            )
+            reply = await setup.m2.complete(ChatRequest(messages=messages, tools=self.schemas))
         except LLMError as exc:
-            iteration.step(GoalStepKind.MODEL, setup.model, at=self.clock(), summary=exc.message, ok=False,
+            iteration.step(GoalStepKind.MODEL, setup.m2.model, at=self.clock(), summary=exc.message, ok=False,
                            duration_ms=_ms(started))  # fmt: skip
             iteration.failure = exc.message
             return iteration
@@ -285,7 +279,7 @@ class GoalLoop:
         said = reply.text.strip()
         iteration.step(
             GoalStepKind.MODEL,
-            setup.model,
+            setup.m2.model,
             at=self.clock(),
             summary=said or "→ " + ", ".join(call.name for call in calls),
             tokens=reply.usage.total_tokens,

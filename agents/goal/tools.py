@@ -15,13 +15,14 @@ from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from agents.modelcall import for_tool
 from agents.tools import Tool, ToolCallContext, ToolError, ToolResult, get_tool
 from core.conf import setting
 from core.db import database_sync_to_async
-from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.messages import ChatMessage
 from llm.models import LLMCall, ModelProvider, Purpose
+from llm.options import ChatRequest
 from memory.longterm.strength import Owner, sleep
 from tenants.scope import tenant_scope
 
@@ -108,14 +109,10 @@ class ExecuteTaskTool(Tool):
             raise ToolError(_("This tenant has no model provider: add one in Admin › Models › Model providers."))
         context = str(arguments.get("context") or "").strip()
         prompt = f"任务 / Task:\n{task}" + (f"\n\n上下文 / Context:\n{context}" if context else "")
+        model = for_tool(call, self.execution.provider, self.execution.model, purpose=Purpose.CHAT)
         try:
-            result = await complete_chat(
-                tenant=call.tenant,
-                provider=self.execution.provider,
-                model=self.execution.model,
-                messages=[ChatMessage.system(EXECUTION_PROMPT), ChatMessage.user(prompt)],
-                purpose=Purpose.CHAT,
-                agent_id=call.agent_id,
+            result = await model.complete(
+                ChatRequest(messages=[ChatMessage.system(EXECUTION_PROMPT), ChatMessage.user(prompt)])
             )
         except LLMError as exc:
             raise ToolError(_("The execution model failed: %(reason)s") % {"reason": exc.message}) from None

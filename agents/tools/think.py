@@ -7,13 +7,14 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from agents.modelcall import for_tool
 from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
 from core.db import database_sync_to_async
-from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.messages import ChatMessage
 from llm.models import Purpose, Tier
+from llm.options import ChatRequest
 from llm.selectors import TierChoice, model_for_tier
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
@@ -70,15 +71,11 @@ class DeepThinkTool(Tool):
         question = arguments["question"]
         if arguments.get("context"):
             question = f"{question}\n\n{arguments['context']}"
+        # The running turn's agent asks: its longest reply and stop signal hold for this call too (agents.modelcall).
+        model = for_tool(call, choice.provider, choice.model, purpose=Purpose.EXTRACT)
         try:
-            result = await complete_chat(
-                tenant=call.tenant,
-                provider=choice.provider,
-                model=choice.model,
-                messages=[ChatMessage.system(SYSTEM_PROMPT), ChatMessage.user(question)],
-                purpose=Purpose.EXTRACT,
-                agent_id=call.agent_id,
-                conversation_id=call.conversation_id,
+            result = await model.complete(
+                ChatRequest(messages=[ChatMessage.system(SYSTEM_PROMPT), ChatMessage.user(question)])
             )
         except LLMError as exc:
             raise ToolError(

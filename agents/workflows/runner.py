@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from agents.modelcall import AgentModel
 from agents.tools import ToolCallContext, ToolError, find_tool, tool_refusal
 from agents.tools.invoke import invoke_tool, merge_tool_context
 from agents.tools.registry import PythonFunctionTool
@@ -25,9 +26,9 @@ from agents.workflows.interpolation import InterpolationError, as_text, interpol
 from agents.workflows.schema import Step, Workflow
 from core.db import database_sync_to_async
 from llm import errors
-from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.messages import ChatMessage
+from llm.options import ChatRequest
 from llm.selectors import default_provider
 
 if TYPE_CHECKING:
@@ -190,12 +191,10 @@ class _RunState:
     inputs: dict[str, Any]
     resume: WorkflowPause | None
     call: ToolCallContext
-    provider: ModelProvider | None
-    model: str | None
-    temperature: float | None
-    stop: asyncio.Event | None
+    # What an llm step calls the model through: the agent's provider, model, temperature, longest reply and the
+    # turn's stop signal (provider None: the tenant's default, found when a step needs it).
+    model: AgentModel
     on_step: StepHook | None
-    max_tokens: int | None = None  # the agent's longest reply: an llm step's output is cut there
 
     def answering(self, step: Step) -> bool:
         """The message answers this step's question (the run resumes at it)."""
@@ -217,10 +216,7 @@ async def _step_llm(step: Step, entry: dict[str, Any], state: _RunState) -> dict
     prompt = as_text(interpolate(step.prompt, state.run.variables))
     system = as_text(interpolate(step.system, state.run.variables)) if step.system else ""
     entry["inputs"] = {"prompt": prompt, **({"system": system} if system else {})}
-    call = state.call
-    text = await _call_model(call.tenant, state.provider, state.model, state.temperature, prompt, system,
-                             call.agent_id, call.conversation_id, state.stop, max_tokens=state.max_tokens)  # fmt: skip
-    return _assign(step, text)
+    return _assign(step, await _call_model(state.model, prompt, system))
 
 
 async def _step_output(step: Step, entry: dict[str, Any], state: _RunState) -> dict[str, Any]:
@@ -351,9 +347,18 @@ async def run_workflow(
         return run
     call = ToolCallContext(tenant=tenant, user_id=user_id, agent_id=agent_id, conversation_id=conversation_id,
                            context=context, knowledge_base_ids=knowledge_base_ids)  # fmt: skip
-    state = _RunState(run=run, message=message, inputs=inputs or {}, resume=resume, call=call, provider=provider,
-                      model=model, temperature=temperature, stop=stop, on_step=on_step,
-                      max_tokens=max_tokens)  # fmt: skip
+    seam = AgentModel(
+        tenant=tenant,
+        provider=provider,
+        model=model or "",
+        agent_id=agent_id,
+        conversation_id=conversation_id,
+        temperature=temperature,
+        reply_cap=max_tokens,
+        cancel=stop,
+    )
+    state = _RunState(run=run, message=message, inputs=inputs or {}, resume=resume, call=call, model=seam,
+                      on_step=on_step)  # fmt: skip
     for step in workflow.steps[ids.index(resume.step) if resume else 0 :]:
         if stop is not None and stop.is_set():
             run.status = "stopped"
@@ -384,34 +389,13 @@ async def _call_tool(step: Step, arguments: dict[str, Any], call: ToolCallContex
     return outcome.result.content
 
 
-async def _call_model(
-    tenant: Tenant,
-    provider: ModelProvider | None,
-    model: str | None,
-    temperature: float | None,
-    prompt: str,
-    system: str,
-    agent_id: int | None,
-    conversation_id: int | None,
-    stop: asyncio.Event | None = None,
-    *,
-    max_tokens: int | None = None,
-) -> str:
-    if provider is None:
-        provider = await database_sync_to_async(default_provider)(tenant=tenant)
-    if provider is None:
-        raise StepFailed(_("This tenant has no model provider: add one in Admin › Models › Model providers."))
+async def _call_model(seam: AgentModel, prompt: str, system: str) -> str:
+    """An llm step's model call: the prompt (after its system message), through the agent's seam."""
+    if seam.provider is None:
+        provider = await database_sync_to_async(default_provider)(tenant=seam.tenant)
+        if provider is None:
+            raise StepFailed(_("This tenant has no model provider: add one in Admin › Models › Model providers."))
+        seam = replace(seam, provider=provider, model=seam.model or provider.default_chat_model)
     messages = ([ChatMessage.system(system)] if system else []) + [ChatMessage.user(prompt)]
-    result = await complete_chat(
-        tenant=tenant,
-        provider=provider,
-        model=model or provider.default_chat_model,
-        messages=messages,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        purpose="chat",
-        agent_id=agent_id,
-        conversation_id=conversation_id,
-        cancel=stop,
-    )
+    result = await seam.complete(ChatRequest(messages=messages))
     return result.text

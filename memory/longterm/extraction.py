@@ -11,6 +11,7 @@ from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.messages import ChatMessage
 from llm.models import Purpose, Tier
+from llm.options import ChatRequest
 from llm.selectors import model_for_tier
 from memory.longterm import events as event_graph
 from memory.longterm import metrics, strength
@@ -64,8 +65,9 @@ def turn_memory_extract(
 
     def complete(request: list[ChatMessage]) -> str:
         result = async_to_sync(complete_chat)(
-            tenant=conversation.tenant, provider=choice.provider, model=choice.model, messages=request,
-            purpose=Purpose.EXTRACT, agent_id=conversation.agent_id, conversation_id=conversation.pk, temperature=0,
+            ChatRequest(messages=request, temperature=0), tenant=conversation.tenant, provider=choice.provider,
+            model=choice.model, purpose=Purpose.EXTRACT, agent_id=conversation.agent_id,
+            conversation_id=conversation.pk,
         )  # fmt: skip
         return result.text
 

@@ -31,6 +31,7 @@ from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.messages import ChatMessage
 from llm.models import Purpose, Tier
+from llm.options import ChatRequest
 from llm.selectors import model_for_tier
 from memory.longterm import metrics, store
 from memory.models import Dream, MemoryItem
@@ -193,10 +194,10 @@ def dream_of(*, tenant, fragments: Sequence[str], agent_id: int | None = None) -
     if choice is None:
         raise LLMError("bad_request", detail="no model provider for dreams")
     result = async_to_sync(complete_chat)(
+        ChatRequest(messages=[ChatMessage.system(DREAM_TASK), ChatMessage.user(DREAM_SEPARATOR.join(fragments))]),
         tenant=tenant,
         provider=choice.provider,
         model=choice.model,
-        messages=[ChatMessage.system(DREAM_TASK), ChatMessage.user(DREAM_SEPARATOR.join(fragments))],
         purpose=Purpose.EXTRACT,
         agent_id=agent_id,
     )

@@ -13,6 +13,7 @@ from llm.client import complete_chat
 from llm.errors import LLMError
 from llm.messages import ChatMessage
 from llm.models import LLMCall, ModelProvider
+from llm.options import ChatRequest
 from tenants.scope import all_tenants, tenant_scope
 from tests.factories import refreshed
 from tests.llm.conftest import SECRET_KEY_VALUE
@@ -160,10 +161,10 @@ def test_api_key_never_reaches_logs_or_errors(tenant, provider, scripted_llm, ca
         {"when": {}, "reply": {"error": {"status": 401, "message": f"Incorrect API key provided: {SECRET_KEY_VALUE}"}}}
     )
     with pytest.raises(LLMError) as caught:
-        asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[ChatMessage.user("hi")]))
+        asyncio.run(complete_chat(ChatRequest(messages=[ChatMessage.user("hi")]), tenant=tenant, provider=provider))
     assert caught.value.code == "auth_failed"
     scripted_llm.set_rules({"when": {}, "reply": {"text": "fine"}})
-    asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[ChatMessage.user("hi")]))
+    asyncio.run(complete_chat(ChatRequest(messages=[ChatMessage.user("hi")]), tenant=tenant, provider=provider))
 
     assert SECRET_KEY_VALUE not in caplog.text
     assert SECRET_KEY_VALUE not in f"{caught.value} {caught.value.detail} {caught.value.message} {caught.value!r}"

@@ -21,6 +21,7 @@ from llm.client import (
 from llm.errors import LLMError
 from llm.messages import ChatMessage
 from llm.models import CallStatus, LLMCall, UsageSource
+from llm.options import ChatRequest
 from llm.services import provider_ensure_demo
 from llm.tokens import count_messages, count_text
 from tenants.scope import tenant_scope
@@ -46,9 +47,9 @@ TOOLS = [
 ]
 
 
-async def collect(**kwargs):
+async def collect(request, **kwargs):
     events = []
-    async for event in stream_chat(**kwargs):
+    async for event in stream_chat(request, **kwargs):
         events.append(event)
     return events
 
@@ -66,7 +67,7 @@ def _calls_of(tenant):
 
 async def test_streamed_text_arrives_in_order(tenant, provider, scripted_llm):
     scripted_llm.set_rules({"when": {}, "reply": {"text": "one two three 四 五 六 seven", "chunk_size": 4}})
-    events = await collect(tenant=tenant, provider=provider, messages=USER)
+    events = await collect(ChatRequest(messages=USER), tenant=tenant, provider=provider)
 
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     assert deltas == ["one ", "two ", "thre", "e 四 ", "五 六 ", "seve", "n"]
@@ -85,7 +86,9 @@ async def test_the_request_body_is_the_chat_parameters_as_they_are(tenant, provi
     server reads is the messages, the settings and a caller's extra fields at the top level, nothing nested."""
     scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
     await collect(
-        tenant=tenant, provider=provider, messages=USER, temperature=0.2, max_tokens=50, extra_body={"top_k": 5}
+        ChatRequest(messages=USER, temperature=0.2, max_tokens=50, extra_body={"top_k": 5}),
+        tenant=tenant,
+        provider=provider,
     )
     body = scripted_llm.requests()[0]["body"]
     assert body["messages"] == USER_WIRE and body["model"] == provider.default_chat_model
@@ -100,7 +103,7 @@ async def test_one_tool_call_assembled(tenant, provider, scripted_llm):
             "reply": {"tool_calls": [{"id": "call_w1", "name": "get_weather", "arguments": {"city": "上海 Shanghai"}}]},
         }
     )
-    events = await collect(tenant=tenant, provider=provider, messages=USER, tools=TOOLS)
+    events = await collect(ChatRequest(messages=USER, tools=TOOLS), tenant=tenant, provider=provider)
 
     started = [e for e in events if isinstance(e, ToolCallStarted)]
     assert [(s.id, s.name) for s in started] == [("call_w1", "get_weather")]
@@ -125,7 +128,7 @@ async def test_two_parallel_tool_calls_assembled(tenant, provider, scripted_llm,
             },
         }
     )
-    result = await complete_chat(tenant=tenant, provider=provider, messages=USER, tools=TOOLS)
+    result = await complete_chat(ChatRequest(messages=USER, tools=TOOLS), tenant=tenant, provider=provider)
 
     assert [(c.index, c.id, c.name, c.parsed_arguments) for c in result.tool_calls] == [
         (0, "call_a", "get_weather", {"city": "Paris, the capital of France"}),
@@ -145,7 +148,7 @@ async def test_malformed_tool_json_is_delivered_with_its_error(tenant, provider,
             },
         }
     )
-    result = await complete_chat(tenant=tenant, provider=provider, messages=USER, tools=TOOLS)
+    result = await complete_chat(ChatRequest(messages=USER, tools=TOOLS), tenant=tenant, provider=provider)
 
     (call,) = result.tool_calls
     assert call.parsed_arguments is None
@@ -156,7 +159,7 @@ async def test_malformed_tool_json_is_delivered_with_its_error(tenant, provider,
 async def test_usage_reported_by_the_server_is_recorded(tenant, provider, scripted_llm):
     scripted_llm.set_rules({"when": {}, "reply": {"text": "Fine, thanks."}})
     result = await complete_chat(
-        tenant=tenant, provider=provider, messages=USER, purpose="summary", agent_id=7, conversation_id=11
+        ChatRequest(messages=USER), tenant=tenant, provider=provider, purpose="summary", agent_id=7, conversation_id=11
     )
 
     (call,) = await calls_of(tenant)
@@ -175,7 +178,7 @@ async def test_usage_reported_by_the_server_is_recorded(tenant, provider, script
 
 async def test_usage_is_counted_when_the_server_sends_none(tenant, provider, scripted_llm):
     scripted_llm.set_rules({"when": {}, "reply": {"text": "Fine, thanks.", "usage": False}})
-    result = await complete_chat(tenant=tenant, provider=provider, messages=USER)
+    result = await complete_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider)
 
     (call,) = await calls_of(tenant)
     assert call.usage_source == UsageSource.COUNTED
@@ -188,7 +191,7 @@ async def test_rate_limit_then_success_is_retried(tenant, provider, scripted_llm
         {"when": {}, "times": 1, "reply": {"error": {"status": 429, "retry_after": 0.01, "message": "slow down"}}},
         {"when": {}, "reply": {"text": "made it"}},
     )
-    result = await complete_chat(tenant=tenant, provider=provider, messages=USER)
+    result = await complete_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider)
 
     assert result.text == "made it"
     assert len(scripted_llm.requests()) == 2
@@ -200,7 +203,7 @@ async def test_server_error_three_times_gives_up_quickly(tenant, provider, scrip
     scripted_llm.set_rules({"when": {}, "reply": {"error": {"status": 500}}})
     started = time.monotonic()
     with pytest.raises(LLMError) as caught:
-        await asyncio.wait_for(complete_chat(tenant=tenant, provider=provider, messages=USER), timeout=10)
+        await asyncio.wait_for(complete_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider), timeout=10)
 
     assert caught.value.code == errors.PROVIDER_ERROR
     assert time.monotonic() - started < 3
@@ -214,7 +217,7 @@ async def test_timeout_gives_its_code_within_the_configured_time(tenant, provide
     scripted_llm.set_rules({"when": {}, "reply": {"text": "too late", "stall": 5}})
     started = time.monotonic()
     with pytest.raises(LLMError) as caught:
-        await complete_chat(tenant=tenant, provider=provider, messages=USER)
+        await complete_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider)
 
     elapsed = time.monotonic() - started
     assert caught.value.code == errors.PROVIDER_TIMEOUT
@@ -228,7 +231,7 @@ async def test_stall_mid_stream_times_out_with_partial_text(tenant, provider, sc
     scripted_llm.set_rules({"when": {}, "reply": {"text": "abcdefgh", "chunk_size": 2, "delay": 2, "first_delay": 0}})
     received = []
     with pytest.raises(LLMError) as caught:
-        async for event in stream_chat(tenant=tenant, provider=provider, messages=USER):
+        async for event in stream_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider):
             received.append(event.text)
     assert caught.value.code == errors.PROVIDER_TIMEOUT
     assert received == ["ab"] and caught.value.partial_text == "ab"
@@ -240,7 +243,7 @@ async def test_dropped_stream_raises_and_keeps_the_partial_text(tenant, provider
     )
     received = []
     with pytest.raises(LLMError) as caught:
-        async for event in stream_chat(tenant=tenant, provider=provider, messages=USER):
+        async for event in stream_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider):
             if isinstance(event, TextDelta):
                 received.append(event.text)
 
@@ -263,7 +266,7 @@ async def test_quota_exceeded_is_refused_before_sending(tenant, provider, script
 
     await use_up_budget()
     with pytest.raises(LLMError) as caught:
-        await complete_chat(tenant=tenant, provider=provider, messages=USER)
+        await complete_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider)
 
     assert caught.value.code == errors.QUOTA_EXCEEDED
     assert "monthly token budget" in caught.value.message  # the active language (English in tests)
@@ -282,7 +285,7 @@ async def test_calls_fit_while_under_budget(tenant, provider, scripted_llm):
             LLMCallFactory(tenant=tenant, prompt_tokens=980, completion_tokens=0)  # 20 left; the prompt is 9
 
     await nearly_use_up_budget()
-    result = await complete_chat(tenant=tenant, provider=provider, messages=USER)
+    result = await complete_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider)
     assert result.text == "You said: hello there"
 
 
@@ -303,7 +306,7 @@ async def test_calls_fit_while_under_budget(tenant, provider, scripted_llm):
 async def test_provider_errors_map_to_codes(tenant, provider, scripted_llm, error, code):
     scripted_llm.set_rules({"when": {}, "reply": {"error": error}})
     with pytest.raises(LLMError) as caught:
-        await complete_chat(tenant=tenant, provider=provider, messages=USER)
+        await complete_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider)
     assert caught.value.code == code
     assert len(scripted_llm.requests()) == 1  # none of these is retried
 
@@ -311,7 +314,7 @@ async def test_provider_errors_map_to_codes(tenant, provider, scripted_llm, erro
 async def test_unreachable_provider(tenant, provider):
     provider.base_url = "http://127.0.0.1:9/v1"  # discard port: nothing listens
     with pytest.raises(LLMError) as caught:
-        await complete_chat(tenant=tenant, provider=provider, messages=USER)
+        await complete_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider)
     assert caught.value.code == errors.PROVIDER_UNREACHABLE
     (call,) = await calls_of(tenant)
     assert call.attempts == 3
@@ -322,7 +325,7 @@ async def test_cancel_event_stops_the_stream(tenant, provider, scripted_llm):
     cancel = asyncio.Event()
     received = []
     with pytest.raises(LLMError) as caught:
-        async for event in stream_chat(tenant=tenant, provider=provider, messages=USER, cancel=cancel):
+        async for event in stream_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider, cancel=cancel):
             received.append(event.text)
             cancel.set()
     assert caught.value.code == errors.CANCELLED
@@ -336,7 +339,7 @@ async def test_cancelling_the_task_records_a_cancelled_call(tenant, provider, sc
     first = asyncio.Event()
 
     async def consume():
-        async for _event in stream_chat(tenant=tenant, provider=provider, messages=USER):
+        async for _event in stream_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider):
             first.set()
 
     task = asyncio.create_task(consume())
@@ -350,7 +353,7 @@ async def test_cancelling_the_task_records_a_cancelled_call(tenant, provider, sc
 
 async def test_caller_stopping_early_still_records(tenant, provider, scripted_llm):
     scripted_llm.set_rules({"when": {}, "reply": {"text": "x " * 20, "chunk_size": 2}})
-    stream = stream_chat(tenant=tenant, provider=provider, messages=USER)
+    stream = stream_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider)
     async for _event in stream:
         break
     await stream.aclose()
@@ -369,12 +372,12 @@ async def test_embeddings_are_deterministic_and_recorded(tenant, provider, scrip
 
 async def test_demo_provider_answers_offline_in_process(tenant):
     demo = await sync_to_async(provider_ensure_demo)(tenant=tenant)
-    result = await complete_chat(tenant=tenant, provider=demo, messages=[ChatMessage.user("你好")])
+    result = await complete_chat(ChatRequest(messages=[ChatMessage.user("你好")]), tenant=tenant, provider=demo)
     assert "演示模型" in result.text
-    english = await complete_chat(tenant=tenant, provider=demo, messages=[ChatMessage.user("hello")])
+    english = await complete_chat(ChatRequest(messages=[ChatMessage.user("hello")]), tenant=tenant, provider=demo)
     assert "demo model" in english.text
     tool = await complete_chat(
-        tenant=tenant, provider=demo, messages=[ChatMessage.user("what's the weather?")], tools=TOOLS
+        ChatRequest(messages=[ChatMessage.user("what's the weather?")], tools=TOOLS), tenant=tenant, provider=demo
     )
     assert tool.tool_calls[0].name == "demo_tool"
     calls = await calls_of(tenant)
@@ -395,7 +398,7 @@ async def test_budget_is_enforced_across_consecutive_calls_of_one_process(tenant
     outcomes = []
     for _ in range(6):
         try:
-            await complete_chat(tenant=tenant, provider=provider, messages=USER)
+            await complete_chat(ChatRequest(messages=USER), tenant=tenant, provider=provider)
             outcomes.append("ok")
         except LLMError as exc:
             outcomes.append(exc.code)

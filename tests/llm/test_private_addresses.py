@@ -16,6 +16,7 @@ from llm.client import complete_chat
 from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, LLMError, message_for
 from llm.messages import ChatMessage
 from llm.models import ModelProvider
+from llm.options import ChatRequest
 from llm.transports import Connection, OpenAICompatibleTransport
 from tenants.scope import tenant_scope
 from tests.factories import refreshed
@@ -97,13 +98,13 @@ def test_a_private_url_is_refused_when_called_too(tenant, scripted_llm, settings
         provider = ModelProviderFactory(tenant=tenant, base_url=scripted_llm.base_url, api_key="sk-secret")
     hello = [ChatMessage.user("hi")]
     with pytest.raises(LLMError) as refused:
-        asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=hello))
+        asyncio.run(complete_chat(ChatRequest(messages=hello), tenant=tenant, provider=provider))
     assert refused.value.code == PRIVATE_ADDRESS and "platform operator" in refused.value.message
     assert scripted_llm.requests() == []
     with tenant_scope(tenant):
         ModelProvider.objects.filter(pk=provider.pk).update(private_network_allowed=True)
         refreshed(provider)
-    asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=hello))
+    asyncio.run(complete_chat(ChatRequest(messages=hello), tenant=tenant, provider=provider))
     assert len(scripted_llm.requests()) == 1
 
 
@@ -121,7 +122,7 @@ def test_l7_a_host_that_does_not_resolve_is_refused_when_called(tenant):
     with tenant_scope(tenant):
         provider = ModelProviderFactory(tenant=tenant, base_url="https://models.no-such-host.invalid/v1")
     with pytest.raises(LLMError) as refused:
-        asyncio.run(complete_chat(tenant=tenant, provider=provider, messages=[ChatMessage.user("hi")]))
+        asyncio.run(complete_chat(ChatRequest(messages=[ChatMessage.user("hi")]), tenant=tenant, provider=provider))
     assert refused.value.code == HOST_UNRESOLVED and "does not resolve" in refused.value.message
     assert "无法解析" in message_for(HOST_UNRESOLVED, "zh-hans")
 
