@@ -14,7 +14,9 @@ runtime never imports a surface.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -27,8 +29,9 @@ from core import tracing
 from core.db import database_sync_to_async
 from core.registry import Registry
 from llm import errors
+from llm.client import ChatResult, Event, Finished
 from llm.errors import LLMError
-from llm.options import CallOptions
+from llm.options import CallOptions, ChatRequest
 from memory.longterm.recall import Recalled, recall_for_turn
 from memory.models import Conversation, ConversationContext, Message, MessageStatus
 from memory.services import after_turn, assistant_message_finish
@@ -81,6 +84,32 @@ class Usage:
     def stored(self) -> dict[str, Any]:
         """As Message.usage keeps it."""
         return {**self.frame(), "llm_call_id": self.llm_call_id}
+
+
+@dataclass(frozen=True)
+class MeteredModel(AgentModel):
+    """The turn's model as the tools it runs reach it (agents.modelcall.for_tool, as deep_think does): each of their
+    calls is counted in the turn's usage by `meter`, so a turn's usage is every model call it made (the /v1 answer's
+    usage, docs/api.md). The runner counts its own calls (with their record ids) itself."""
+
+    meter: Callable[[int, int], None] | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def counting(cls, model: AgentModel, meter: Callable[[int, int], None]) -> MeteredModel:
+        values = {item.name: getattr(model, item.name) for item in dataclasses.fields(AgentModel)}
+        return cls(**values, meter=meter)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        async for event in super().stream(request):
+            if isinstance(event, Finished) and self.meter is not None:
+                self.meter(event.usage.prompt_tokens, event.usage.completion_tokens)
+            yield event
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        result = await super().complete(request)
+        if self.meter is not None:
+            self.meter(result.usage.prompt_tokens, result.usage.completion_tokens)
+        return result
 
 
 @dataclass(frozen=True)
@@ -244,7 +273,9 @@ class TurnRunner:
                 text = " ".join(refusals)
                 await turn.say(text)
                 return await turn.finish(text, status=TurnStatus.FAILED)
-            with bound(turn.model):  # the tools that call a model find the turn's (agents.modelcall.for_tool)
+            # The tools that call a model find the turn's (agents.modelcall.for_tool), and their calls count in
+            # the turn's usage.
+            with bound(MeteredModel.counting(turn.model, turn.count)):
                 return await self.run(turn)
         except LLMError as exc:
             return await turn.fail(exc.code, exc.partial_text or turn.text)

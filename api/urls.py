@@ -1,8 +1,8 @@
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from api import rest, rest_knowledge, rest_plans, streaming, views
+from api import rest, rest_knowledge, rest_plans, streaming, unknown_url, views
 
 app_name = "api"
 
@@ -26,4 +26,6 @@ urlpatterns = [
     path("v1/redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
     path("v1/conversations/<int:conversation_id>/messages/stream/", streaming.send_stream, name="conversation-stream"),
     path("v1/", include(router.urls)),
+    # Every other /api/v1 URL answers the API's JSON error (404), never an HTML page.
+    re_path(r"^v1(?:/.*)?$", unknown_url.unknown_url, name="unknown-url"),
 ]
