@@ -9,7 +9,9 @@ id by the key's member only.
 
 The server runs stateless, answering JSON (no session to keep between requests, no stream left open: GET, the
 spec's server-to-client stream, is answered 405). A browser's request (one with an Origin) is taken only from this
-site's hosts or MCP_ALLOWED_ORIGINS. Its session
+site's hosts or MCP_ALLOWED_ORIGINS. A request refused at the door (its host, origin, method or key) is answered with
+its HTTP status and a JSON-RPC error (the request's id, the refusal's message, the platform's code in `data`): the
+`mcp` client shows a JSON-RPC error body of a non-2xx answer, and nothing else of it. Its session
 manager still needs a running task group (`run()`), which a Starlette app would enter in its lifespan; Daphne does
 not send lifespan events, so the manager is started on the first request, in a task of the server's event loop that
 lives as long as that loop (one manager per loop).
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import tomllib
 import uuid
 import weakref
 from dataclasses import dataclass
@@ -32,10 +35,11 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.utils import translation
 from django.utils.translation import gettext as _
+from mcp import MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, TextContent, Tool
+from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, ListToolsResult, TextContent, Tool
 
 from agents.models import Agent
 from agents.runtime import TurnStatus
@@ -51,6 +55,11 @@ from memory.models import ConversationSource
 from tenants.scope import tenant_scope
 
 PATH = "/mcp"
+# The JSON-RPC error code of a request refused before the MCP server reads it (host, origin, method, key): one of the
+# codes JSON-RPC leaves to servers, none the `mcp` package uses. `data.code` says which refusal (invalid_api_key...).
+REFUSED = -32010
+# How much of a refused request's body is read to find its JSON-RPC id (a bigger body is answered with id null).
+REFUSED_BODY_MAX_BYTES = 65536
 ACCESS_KEY = "agentplat.key_access"
 LANGUAGE_KEY = "agentplat.language"
 # What an MCP tool name may be (the spec's characters and length); an agent whose slug is not one is agent_<id>.
@@ -67,6 +76,18 @@ INPUT_SCHEMA = {
     "required": ["message"],
     "additionalProperties": False,
 }
+
+
+def _platform_version() -> str:
+    """The platform's version, as pyproject.toml declares it (serverInfo.version)."""
+    try:
+        with (settings.BASE_DIR / "pyproject.toml").open("rb") as project:
+            return str(tomllib.load(project)["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
+
+
+VERSION = _platform_version()
 
 
 def tool_name(agent: Agent) -> str:
@@ -130,18 +151,20 @@ def _arguments(arguments: Any) -> _Call:
 
 
 def _agent(access: KeyAccess, name: str) -> Agent:
-    """The agent the tool `name` stands for, among the key's."""
+    """The agent the tool `name` stands for, among the key's; an unknown tool is the protocol's error (-32602, as
+    the MCP specification answers an unknown tool), not a tool result."""
     with tenant_scope(access.tenant):
         agent = next((a for a in access.agents() if tool_name(a) == name), None)
     if agent is None:
-        raise CallRefused(_("No agent “%(name)s” for this key: list the tools again.") % {"name": name})
+        message = _("No agent “%(name)s” for this key: list the tools again.") % {"name": name}
+        raise MCPError(INVALID_PARAMS, message, data={"tool": name})
     return agent
 
 
 async def _call_agent(access: KeyAccess, params: CallToolRequestParams) -> CallToolResult:
+    agent = await database_sync_to_async(_agent)(access, params.name)
     try:
         call = _arguments(params.arguments)
-        agent = await database_sync_to_async(_agent)(access, params.name)
     except CallRefused as exc:
         return failed(str(exc))
     decision = await admission.admit(
@@ -168,7 +191,7 @@ async def call_agent_tool(ctx: Any, params: CallToolRequestParams) -> CallToolRe
 
 
 def _server() -> Server:
-    return Server("agentplat", on_list_tools=list_agent_tools, on_call_tool=call_agent_tool)
+    return Server("agentplat", version=VERSION, on_list_tools=list_agent_tools, on_call_tool=call_agent_tool)
 
 
 class _Running:
@@ -201,7 +224,34 @@ async def session_manager() -> StreamableHTTPSessionManager:
     return running.manager
 
 
-async def _respond(send: ASGISendCallable, status: int, body: dict[str, Any], headers: list | None = None) -> None:
+async def _request_id(receive: ASGIReceiveCallable) -> str | int | None:
+    """The JSON-RPC id of a request about to be refused (None when its body is not one request, or too big)."""
+    body = b""
+    while len(body) <= REFUSED_BODY_MAX_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    else:
+        return None
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    request_id = request.get("id") if isinstance(request, dict) else None
+    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+
+
+async def _refuse(
+    receive: ASGIReceiveCallable, send: ASGISendCallable, status: int, code: str, message: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:  # fmt: skip
+    """Answer `status` with a JSON-RPC error: the message is what an MCP client shows, `data.code` the refusal."""
+    request_id = await _request_id(receive)
+    body = {"jsonrpc": "2.0", "id": request_id,
+            "error": {"code": REFUSED, "message": message, "data": {"code": code, "status": status}}}  # fmt: skip
     payload = json.dumps(body, ensure_ascii=False).encode()
     base = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": base + (headers or [])})
@@ -218,28 +268,56 @@ def _request_language(scope: Scope) -> str:
     return translation.get_language_from_request(SimpleNamespace(COOKIES={}, META=meta, path_info="/"))
 
 
+def _authorize(authorization: str | None, language: str) -> KeyAccess:
+    """The request's key, checked for the `mcp` scope and its rate; refusals in the caller's language."""
+    with translation.override(language):
+        return authorize(authorization, KeyScope.MCP)
+
+
+def _key_refusal(exc: KeyRefused) -> tuple[str, list[tuple[bytes, bytes]]]:
+    """What an MCP client shows of a refused key (which refusal, and where a key comes from), and the headers: the
+    Bearer challenge of RFC 6750 (error `invalid_token` for a key that was sent, `insufficient_scope` naming the
+    scope), Retry-After over the key's rate."""
+    if exc.status == 429:
+        return exc.message, [(b"retry-after", str(max(1, round(exc.retry_after or 1))).encode())]
+    message = _(
+        "%(reason)s (%(code)s) Use an API key with the “mcp” scope, made on the API keys page (/api/keys/)."
+    ) % {"reason": exc.message, "code": exc.code}
+    challenge = 'Bearer realm="agentplat"'
+    if exc.status == 403:
+        challenge += ', error="insufficient_scope", scope="mcp"'
+    elif exc.code != "missing_api_key":  # RFC 6750: no error code when no key was sent
+        challenge += f', error="invalid_token", error_description="{exc.code}"'
+    return message, [(b"www-authenticate", challenge.encode())]
+
+
 async def mcp_endpoint(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-    """/mcp: the key checked (401/403/429 with an error object), then the MCP server in the key's access."""
+    """/mcp: the host, origin, method and key checked (each refusal a JSON-RPC error with its HTTP status), then the
+    MCP server in the key's access."""
+    language = _request_language(scope)
     domain, _port = split_domain_port(_header(scope, b"host") or "")
     if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-        await _respond(send, 400, {"error": {"code": "bad_host", "message": "Host not allowed."}})
+        with translation.override(language):
+            await _refuse(receive, send, 400, "bad_host", _("Host not allowed."))
         return
     if not _origin_allowed(_header(scope, b"origin")):
-        await _respond(send, 403, {"error": {"code": "origin_not_allowed", "message": "Origin not allowed."}})
+        with translation.override(language):
+            await _refuse(receive, send, 403, "origin_not_allowed", _("Origin not allowed."))
         return
     if scope["method"] not in ("POST", "DELETE"):
         # Stateless: no stream for the server to send on its own (the spec lets a server answer GET with 405).
-        await _respond(send, 405, {"error": {"code": "method_not_allowed", "message": "Use POST."}},
-                       [(b"allow", b"POST")])  # fmt: skip
+        with translation.override(language):
+            await _refuse(receive, send, 405, "method_not_allowed", _("Use POST."), [(b"allow", b"POST")])
         return
     try:
-        access = await database_sync_to_async(authorize)(_header(scope, b"authorization"), KeyScope.MCP)
+        access = await database_sync_to_async(_authorize)(_header(scope, b"authorization"), language)
     except KeyRefused as exc:
-        headers = [(b"www-authenticate", b'Bearer realm="agentplat"')] if exc.status == 401 else []
-        await _respond(send, exc.status, {"error": {"code": exc.code, "message": exc.message}}, headers)
+        with translation.override(language):
+            message, headers = _key_refusal(exc)
+        await _refuse(receive, send, exc.status, exc.code, message, headers)
         return
     manager = await session_manager()
-    await manager.handle_request({**scope, ACCESS_KEY: access, LANGUAGE_KEY: _request_language(scope)}, receive, send)
+    await manager.handle_request({**scope, ACCESS_KEY: access, LANGUAGE_KEY: language}, receive, send)
 
 
 def _origin_allowed(origin: str | None) -> bool:

@@ -219,8 +219,10 @@ async def mcp(world: World, who: str, conversation: Conversation | None, content
             "params": {"name": conversation.agent.slug, "arguments": arguments}}  # fmt: skip
     response = await _post(world, who, "/mcp", call, {"Accept": "application/json, text/event-stream"})
     body = response.json()
-    if "error" in body and "jsonrpc" in body:  # a JSON-RPC error: the protocol refused the request itself
-        return Answer(body["error"]["code"], response.status_code)
+    if "error" in body and "jsonrpc" in body:  # a JSON-RPC error: refused at the door (data.code), or by the protocol
+        data = body["error"].get("data")
+        refusal = data.get("code") if isinstance(data, dict) else None
+        return Answer(refusal or body["error"]["code"], response.status_code)
     if response.status_code >= 400:
         return _http_answer(response)
     result = body["result"]
