@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 from agents.models import AgentKind
@@ -144,3 +144,13 @@ def for_tool(call: ToolCallContext, provider: ModelProvider | None, model: str, 
         conversation_id=call.conversation_id,
         purpose=purpose,
     )
+
+
+def for_run(model: AgentModel) -> AgentModel:
+    """A run's model (a workflow's llm steps): `model`, counted as the running turn's calls are when it runs inside a
+    turn of the same agent (the turn's usage is every model call it made, docs/api.md)."""
+    running = _bound.get()
+    if running is None or running.agent_id != model.agent_id or running.tenant.pk != model.tenant.pk:
+        return model
+    values = {item.name: getattr(model, item.name) for item in fields(AgentModel)}
+    return replace(running, **values)

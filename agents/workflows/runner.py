@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from agents.modelcall import AgentModel
+from agents.modelcall import AgentModel, for_run
 from agents.tools import ToolCallContext, ToolError, find_tool, tool_refusal
 from agents.tools.invoke import invoke_tool, merge_tool_context
 from agents.tools.registry import PythonFunctionTool
@@ -347,15 +347,17 @@ async def run_workflow(
         return run
     call = ToolCallContext(tenant=tenant, user_id=user_id, agent_id=agent_id, conversation_id=conversation_id,
                            context=context, knowledge_base_ids=knowledge_base_ids)  # fmt: skip
-    seam = AgentModel(
-        tenant=tenant,
-        provider=provider,
-        model=model or "",
-        agent_id=agent_id,
-        conversation_id=conversation_id,
-        temperature=temperature,
-        reply_cap=max_tokens,
-        cancel=stop,
+    seam = for_run(
+        AgentModel(
+            tenant=tenant,
+            provider=provider,
+            model=model or "",
+            agent_id=agent_id,
+            conversation_id=conversation_id,
+            temperature=temperature,
+            reply_cap=max_tokens,
+            cancel=stop,
+        )
     )
     state = _RunState(run=run, message=message, inputs=inputs or {}, resume=resume, call=call, model=seam,
                       on_step=on_step)  # fmt: skip

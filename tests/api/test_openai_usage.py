@@ -9,6 +9,7 @@ import pytest
 
 from agents.services import agent_create, agent_publish
 from agents.tools import ToolResult, python_tool
+from agents.workflows.services import workflow_save
 from llm.models import LLMCall, ModelProvider
 from tenants.scope import all_tenants, tenant_scope
 
@@ -107,3 +108,35 @@ def test_usage_counts_the_model_call_of_a_tool_that_asks_a_model(
     assert reply.choices[0].message.content == "It is 12."
     assert [request["body"]["model"] for request in scripted_llm.requests()] == ["gpt-4", "deep-r1", "gpt-4"]
     _assert_sum(reply.usage, reply.model_extra["conversation_id"], calls_made=3)
+
+
+THINKER = """version: '1.0'
+name: Thinker
+steps:
+  - id: ask
+    type: input
+    output:
+      name: x
+  - id: think
+    type: llm
+    prompt: 'Think about {x}.'
+    outputs:
+      name: answer
+  - id: out
+    type: output
+    inputs:
+      reply: '{answer}'
+"""
+
+
+def test_usage_counts_a_workflow_agents_llm_steps(asgi_live_server, tenant, published, tenant_admin, make_key):
+    """A workflow agent's turn makes its model calls in llm steps; they are the turn's usage too (was 0)."""
+    with tenant_scope(tenant):
+        agent = agent_create(tenant=tenant, name="Thinker flow", kind="workflow", model="gpt-4")
+        workflow_save(tenant=tenant, yaml_text=THINKER, agent=agent)
+        agent_publish(agent=agent, user=None)
+    _key, secret = make_key(tenant_admin)
+    reply = _client(asgi_live_server, secret).chat.completions.create(
+        model=agent.slug, messages=[{"role": "user", "content": "x: tides"}]
+    )
+    _assert_sum(reply.usage, reply.model_extra["conversation_id"], calls_made=1)
