@@ -8,6 +8,7 @@ from django.db.models import Max, OuterRef, Subquery
 
 from agents.config import pack_refusals
 from agents.models import Agent, AgentKind, AgentVersion
+from memory.feedback import feedback_counts
 from memory.models import Conversation
 from tenants.models import Tenant
 
@@ -80,3 +81,41 @@ def agent_conversations_of_user(*, agent: Agent, user, limit: int = 20, with_tes
 def agent_conversation_count(*, agent: Agent) -> int:
     """How many conversations (of every member) the agent has had."""
     return Conversation.objects.filter(agent=agent).count()
+
+
+@dataclass(frozen=True)
+class FeedbackCount:
+    """Thumbs up and down."""
+
+    up: int = 0
+    down: int = 0
+
+
+@dataclass(frozen=True)
+class AgentFeedback:
+    """The ratings of an agent's replies (the scope's only): all in all, per published version number, and of the
+    draft's test conversations (they are in the total, and in no version)."""
+
+    total: FeedbackCount
+    by_version: dict[int, FeedbackCount]
+    draft: FeedbackCount
+
+    def for_version(self, number: int) -> FeedbackCount:
+        return self.by_version.get(number, FeedbackCount())
+
+
+def agent_feedback(*, agent: Agent) -> AgentFeedback:
+    """Thumbs up and down of the agent's replies, from every surface (chat page, widget, API); one query."""
+    by_version: dict[int, FeedbackCount] = {}
+    draft = FeedbackCount()
+    for row in feedback_counts(agent_id=agent.pk):
+        count = FeedbackCount(up=row["up"], down=row["down"])
+        if row["version"] is None:
+            draft = count
+        else:
+            by_version[row["version"]] = count
+    total = FeedbackCount(
+        up=draft.up + sum(c.up for c in by_version.values()),
+        down=draft.down + sum(c.down for c in by_version.values()),
+    )
+    return AgentFeedback(total=total, by_version=by_version, draft=draft)

@@ -21,6 +21,7 @@ from agents.models import Agent, AgentKind
 from agents.selectors import (
     agent_conversation_count,
     agent_conversations_of_user,
+    agent_feedback,
     agent_get,
     agent_list_for_page,
     agent_versions,
@@ -118,14 +119,17 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
         if (url := conversation_page(conversation)) is not None
     ]
     chat_available = conversation_page_registered()
+    # Like the metrics, every member of the tenant sees the ratings' counts (never who rated, nor the comments).
+    feedback = agent_feedback(agent=agent)
     return render(
         request,
         "agents/detail.html",
         {
             "agent": agent,
             "config": agent.overflow_config(),
-            "versions": versions,
+            "versions": [(version, feedback.for_version(version.number)) for version in versions],
             "published": versions[0] if versions else None,
+            "feedback": feedback,
             "metrics": overflow_metrics_for_agent(agent_id=agent.pk),
             "message_limit": _message_limit_help(agent),
             "chat_available": chat_available,

@@ -19,7 +19,7 @@ from agents.tools import get_tool
 from core.markdown import render_markdown
 from engine.streams import get_frame_log
 from llm.errors import message_for
-from memory.models import Conversation, ConversationContext, Message, MessageStatus, Role
+from memory.models import Conversation, ConversationContext, Feedback, Message, MessageStatus, Role
 from memory.overflow import STRATEGY_SUMMARIZE
 from plans.models import Plan
 
@@ -91,6 +91,9 @@ class HistoryItem:
     message: Message
     html: str = ""
     tools: list[ToolLine] = field(default_factory=list)
+    # The viewer's own stored rating of this reply (+1, -1; None: not rated) and its comment.
+    rating: int | None = None
+    rating_comment: str = ""
 
     @property
     def role(self) -> str:
@@ -162,10 +165,21 @@ def _is_tool_round(item: HistoryItem) -> bool:
     return bool(message.tool_calls) and not item.html and message.status == MessageStatus.COMPLETE
 
 
-def chat_history(*, conversation: Conversation) -> ChatHistory:
+def _ratings(conversation: Conversation, viewer_id: int | None) -> dict[int, tuple[int, str]]:
+    """The viewer's ratings of the conversation's replies by message id: (rating, comment); one query."""
+    if viewer_id is None:
+        return {}
+    rows = Feedback.objects.filter(message__conversation=conversation, user_id=viewer_id)
+    return {message_id: (rating, comment) for message_id, rating, comment in
+            rows.values_list("message_id", "rating", "comment")}  # fmt: skip
+
+
+def chat_history(*, conversation: Conversation, viewer_id: int | None = None) -> ChatHistory:
     """Every message of the conversation, oldest first, with replies rendered, each reply with the progress lines
-    of its tool calls (a failed call's result is stored with status error), and the earlier-messages marker."""
+    of its tool calls (a failed call's result is stored with status error), and the earlier-messages marker; with a
+    `viewer_id` (the chat page's user, the widget's visitor), each reply carries that person's stored rating."""
     messages = list(Message.objects.filter(conversation=conversation).order_by("id"))
+    ratings = _ratings(conversation, viewer_id)
     items: list[HistoryItem] = []
     lines: dict[str, ToolLine] = {}
     for message in messages:
@@ -177,6 +191,7 @@ def chat_history(*, conversation: Conversation) -> ChatHistory:
             continue
         item = HistoryItem(message=message)
         if message.role == Role.ASSISTANT:
+            item.rating, item.rating_comment = ratings.get(message.pk, (None, ""))
             item.html = render_markdown(message.content) if message.content else ""
             if items and items[-1].role == Role.ASSISTANT and _is_tool_round(items[-1]):
                 item.tools = items.pop().tools  # the rounds before this message, in one bubble as live

@@ -49,10 +49,7 @@ def page_labels(tenant: Tenant) -> dict[str, object]:
         "windowed": _("Older messages were dropped by the sliding window (%(saved)s tokens saved)."),
         "memories": _("Memories used (%(count)s)"),
         "memoryKinds": {"event": _("event"), "memory": _("memory"), "turn": _("earlier turn")},
-        "thumbsUp": _("Good reply"),
-        "thumbsDown": _("Bad reply"),
-        "comment": _("Comment (optional)"),
-        "sendComment": _("Send"),
+        # The rating buttons and comment form are the page's own (templates/chat/_feedback.html): chat.js clones them.
         "thanks": _("Thanks for your feedback."),
         "feedbackFailed": _("Your feedback was not saved. Try again."),
     }
@@ -102,10 +99,11 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
         )
     except Conversation.DoesNotExist:
         raise Http404("No such conversation.") from None
-    history = selectors.chat_history(conversation=conversation)
     context = getattr(conversation, "context", None)
     # A plan step's internal conversation is read-only: typing there would run the step agent outside its plan.
     own = conversation.user_id == request.user.pk and conversation.parent_id is None
+    # Only one's own replies are rated here, so only then does the page show (and need) the viewer's ratings.
+    history = selectors.chat_history(conversation=conversation, viewer_id=request.user.pk if own else None)
     return render(
         request,
         "chat/conversation.html",

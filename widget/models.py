@@ -29,7 +29,8 @@ def normalize_origin(value: str) -> str:
 
 class EmbedToken(TenantOwned):
     """One publication of an agent on the web: the token in the snippet, the origins allowed to embed it, the
-    per-visitor message rate and the daily token budget. Several per agent; revoked ones stop at once."""
+    per-visitor message rate, the daily token budget and whether visitors see each reply's tokens. Several per
+    agent; revoked ones stop at once."""
 
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="embeds", verbose_name=_("agent"))
     name = models.CharField(_("name"), max_length=100, help_text=_("Where it is used, e.g. the support site."))
@@ -45,6 +46,13 @@ class EmbedToken(TenantOwned):
         _("daily token budget"),
         default=200_000,
         help_text=_("Tokens (prompt + completion) the widget's replies may use per day (UTC); 0: no limit."),
+    )
+    show_token_usage = models.BooleanField(
+        _("show token usage to visitors"),
+        default=False,
+        help_text=_(
+            "Show the tokens (prompt + completion) under each reply in the widget. Off: visitors never see them."
+        ),
     )
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)

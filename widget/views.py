@@ -118,6 +118,8 @@ def _chat_config(found: _Visitor) -> dict[str, Any]:
         "maxChars": limit.chars,
         "feedbackUrl": f"/embed/{embed.token}/messages/0/feedback/",
         "feedbackFields": credentials,
+        # Each reply's tokens are the site owner's business: shown to visitors only if the embed says so.
+        "showUsage": embed.show_token_usage,
     }
 
 
@@ -136,7 +138,13 @@ def chat(request: HttpRequest, token: str) -> HttpResponse:
         context = {
             "lang": found.ticket.lang,
             "agent_name": embed.agent.name,
-            "history": selectors.chat_history(conversation=conversation) if conversation is not None else None,
+            # The visitor is the conversation's user: their stored ratings show on the replies.
+            "history": (
+                selectors.chat_history(conversation=conversation, viewer_id=conversation.user_id)
+                if conversation is not None
+                else None
+            ),
+            "show_usage": embed.show_token_usage,
             "chat_config": _chat_config(found),
             "chat_labels": page_labels(embed.tenant),
         }

@@ -424,8 +424,9 @@
     return item;
   }
 
+  // A reply's tokens; not shown where the page says not to (the widget, unless its embed shows them to visitors).
   function usageLine(usage) {
-    if (!usage) return null;
+    if (!usage || config.showUsage === false) return null;
     return el("p", "chat-usage", format(labels.tokens, {
       prompt: usage.prompt_tokens || 0,
       completion: usage.completion_tokens || 0,
@@ -449,60 +450,61 @@
   }
 
   // Feedback on a reply (thumbs up or down, an optional comment), when the page allows it (config.feedbackUrl).
+  // The bar is the page's own markup (templates/chat/_feedback.html: icons, translated labels, the viewer's stored
+  // rating): the server renders it under each stored reply, and a new reply gets a clone of #chat-feedback-template.
   function postFeedback(item, body, bar) {
     var url = config.feedbackUrl.replace("/0/", "/" + item.dataset.messageId + "/");
     var fields = config.feedbackFields || {};
     Object.keys(fields).forEach(function (key) { body[key] = fields[key]; });
     var headers = { "Content-Type": "application/json" };
     if (config.csrfToken) headers["X-CSRFToken"] = config.csrfToken;
+    var note = bar.querySelector(".chat-feedback-note");
     return window.fetch(url, { method: "POST", headers: headers, body: JSON.stringify(body), credentials: "same-origin" })
       .then(function (response) {
-        bar.querySelector(".chat-feedback-note").textContent = response.ok ? labels.thanks : labels.feedbackFailed;
+        if (note) note.textContent = response.ok ? labels.thanks : labels.feedbackFailed;
         return response.ok;
       })
-      .catch(function () { bar.querySelector(".chat-feedback-note").textContent = labels.feedbackFailed; });
+      .catch(function () { if (note) note.textContent = labels.feedbackFailed; });
   }
 
-  function feedbackButton(bar, item, rating, symbol, title) {
-    var button = el("button", "chat-feedback-" + (rating > 0 ? "up" : "down"), symbol);
-    button.type = "button";
-    button.title = title;
-    button.setAttribute("aria-label", title);
-    button.addEventListener("click", function () {
-      Array.prototype.forEach.call(bar.querySelectorAll("button[data-rating]"), function (other) {
-        other.setAttribute("aria-pressed", String(other === button));
-      });
-      bar.dataset.rating = String(rating);
-      bar.querySelector("form").hidden = false;
-      postFeedback(item, { rating: rating }, bar);
+  function showRating(bar, rating) {
+    bar.dataset.rating = String(rating);
+    Array.prototype.forEach.call(bar.querySelectorAll("button[data-rating]"), function (button) {
+      button.setAttribute("aria-pressed", String(Number(button.dataset.rating) === rating));
     });
-    button.dataset.rating = String(rating);
-    return button;
+  }
+
+  function wireFeedback(item, bar) {
+    if (bar.dataset.wired) return;
+    bar.dataset.wired = "1";
+    var commentForm = bar.querySelector("form");
+    var comment = bar.querySelector(".chat-feedback-comment");
+    Array.prototype.forEach.call(bar.querySelectorAll("button[data-rating]"), function (button) {
+      button.addEventListener("click", function () {
+        var rating = Number(button.dataset.rating);
+        showRating(bar, rating);
+        if (commentForm) commentForm.hidden = false;
+        postFeedback(item, { rating: rating }, bar);
+      });
+    });
+    if (commentForm) {
+      commentForm.addEventListener("submit", function (event) {
+        event.preventDefault();
+        postFeedback(item, { rating: Number(bar.dataset.rating), comment: comment ? comment.value : "" }, bar);
+      });
+    }
   }
 
   function feedbackBar(item) {
-    if (!config.feedbackUrl || !item.dataset.messageId || item.querySelector(".chat-feedback")) return;
-    var bar = el("div", "chat-feedback");
-    bar.appendChild(feedbackButton(bar, item, 1, "👍", labels.thumbsUp));
-    bar.appendChild(feedbackButton(bar, item, -1, "👎", labels.thumbsDown));
-    var commentForm = el("form", "chat-feedback-form");
-    commentForm.hidden = true;
-    var comment = el("input", "chat-feedback-comment");
-    comment.type = "text";
-    comment.maxLength = 2000;
-    comment.placeholder = labels.comment;
-    comment.setAttribute("aria-label", labels.comment);
-    var sendComment = el("button", "button-secondary", labels.sendComment);
-    sendComment.type = "submit";
-    commentForm.appendChild(comment);
-    commentForm.appendChild(sendComment);
-    commentForm.addEventListener("submit", function (event) {
-      event.preventDefault();
-      postFeedback(item, { rating: Number(bar.dataset.rating), comment: comment.value }, bar);
-    });
-    bar.appendChild(commentForm);
-    bar.appendChild(el("span", "chat-feedback-note"));
-    item.appendChild(bar);
+    if (!config.feedbackUrl || !item.dataset.messageId) return;
+    var bar = item.querySelector(".chat-feedback");
+    if (!bar) {
+      var template = document.getElementById("chat-feedback-template");
+      if (!template || !template.content || !template.content.firstElementChild) return;
+      bar = template.content.firstElementChild.cloneNode(true);
+      item.appendChild(bar);
+    }
+    wireFeedback(item, bar);
   }
 
   function finishReply(frame) {

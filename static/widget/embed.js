@@ -15,15 +15,42 @@
     Object.keys(rules).forEach(function (key) { node.style[key] = rules[key]; });
   }
 
+  // A speech balloon drawn as SVG: a glyph would need an emoji font, which many systems lack (an empty circle).
+  function chatIcon() {
+    var ns = "http://www.w3.org/2000/svg";
+    var svg = document.createElementNS(ns, "svg");
+    var attributes = {
+      viewBox: "0 0 24 24", width: "28", height: "28", fill: "none", stroke: "currentColor", "stroke-width": "2",
+      "stroke-linecap": "round", "stroke-linejoin": "round", "aria-hidden": "true", focusable: "false"
+    };
+    Object.keys(attributes).forEach(function (key) { svg.setAttribute(key, attributes[key]); });
+    var path = document.createElementNS(ns, "path");
+    path.setAttribute("d", "M5 4h14a2 2 0 0 1 2 2v9a2 2 0 0 1-2 2h-8l-5 4v-4H5a2 2 0 0 1-2-2V6a2 2 0 0 1 2-2z");
+    svg.appendChild(path);
+    [8, 12, 16].forEach(function (x) {
+      var dot = document.createElementNS(ns, "circle");
+      dot.setAttribute("cx", String(x));
+      dot.setAttribute("cy", "10.5");
+      dot.setAttribute("r", "0.6");
+      dot.setAttribute("fill", "currentColor");
+      svg.appendChild(dot);
+    });
+    svg.style.display = "block";
+    svg.style.pointerEvents = "none";
+    return svg;
+  }
+
   var bubble = document.createElement("button");
   bubble.type = "button";
   bubble.className = "agentplat-bubble";
   bubble.setAttribute("aria-label", title);
   bubble.setAttribute("aria-expanded", "false");
-  bubble.textContent = "💬";
+  bubble.title = title;
+  bubble.appendChild(chatIcon());
   style(bubble, {
     position: "fixed", right: "20px", bottom: "20px", width: "56px", height: "56px", borderRadius: "50%",
-    border: "none", background: script.dataset.color || "#2563eb", color: "#fff", fontSize: "26px",
+    border: "none", background: script.dataset.color || "#2563eb", color: "#fff", padding: "0",
+    display: "flex", alignItems: "center", justifyContent: "center",
     cursor: "pointer", boxShadow: "0 4px 14px rgba(0,0,0,.25)", zIndex: "2147483000"
   });
 

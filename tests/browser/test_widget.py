@@ -111,8 +111,9 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
     seen = _watch(page)
     frame, ticket, visitor = _open_chat(page, f"http://127.0.0.1:{port}/en.html", embed.token)
     _say(frame, "Warranty?")
-    frame.locator(".chat-assistant .chat-usage").wait_for(timeout=20_000)
+    frame.locator(".chat-assistant .chat-feedback").wait_for(timeout=20_000)  # done: the reply's rating buttons
     assert "25-year warranty" in frame.locator(".chat-assistant .chat-body").last.inner_text()
+    assert frame.locator(".chat-usage").count() == 0  # no token accounting for visitors (the embed's default)
     assert frame.locator(".chat-assistant .chat-feedback button[data-rating]").count() == 2
     frame.locator(".chat-feedback-up").click()  # the visitor rates the reply
     frame.locator(".chat-feedback-note", has_text="Thanks").wait_for()
@@ -122,7 +123,7 @@ def test_the_widget_on_another_origin(asgi_live_server, tenant, scripted_llm, ho
 
     # The rate limit (2 an hour) answers in words.
     _say(frame, "And the inverter?")
-    frame.locator(".chat-assistant .chat-usage >> nth=1").wait_for(timeout=20_000)
+    frame.locator(".chat-assistant .chat-feedback >> nth=1").wait_for(timeout=20_000)
     _say(frame, "One more?")
     error = frame.locator(".chat-error").last
     error.wait_for(timeout=10_000)
