@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run serve test lint format install browser-deps migrate messages worker pip-check phoenix
+.PHONY: run serve test lint format install browser-deps migrate messages worker pip-check phoenix bench-smoke
 
 # The tests' and the benchmarks' requirements in one resolution: a pin of one that disagrees with the other fails here.
 $(INSTALLED): requirements.txt requirements-dev.txt requirements-nodeps.txt bench/requirements.txt
@@ -52,6 +52,11 @@ browser-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q $$missing >/dev/null || { apt-get update -q && apt-get install -y -q $$missing; }; \
 	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get install -y -q $$missing; \
 	  else echo "missing:$$missing (apt-get install$$missing): browser tests will be skipped"; fi; fi
+
+# Every benchmark's --smoke run with its wall time (bench/smoke.py; CI runs it after the tests). It needs PostgreSQL,
+# Redis and the pgvector server as CI starts them; SMOKE_ARGS="--redis-url ... load_ws" picks others or some.
+bench-smoke: install browser-deps
+	$(BIN)/python bench/smoke.py $(SMOKE_ARGS)
 
 lint: install pip-check
 	$(BIN)/ruff check .

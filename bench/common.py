@@ -1,7 +1,8 @@
 """Shared set-up for the benchmarks: Django on the configured database (a throwaway SQLite one by default), and the
 checks that a benchmark's services, data and packages are there, each failing with what to do instead of a traceback.
 
-Every benchmark's docstring has a "Needs:" paragraph, which its --help prints (`bench_parser`).
+Every benchmark's docstring has a "Needs:" paragraph, which its --help prints (`bench_parser`), and every benchmark
+has a `--smoke` run, the smallest that goes through its whole path, which CI runs (bench/smoke.py).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import argparse
 import getpass
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import psycopg
@@ -22,6 +25,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # The shared benchmark data sets (../shared/data/README.md), read in place; BENCH_DATA_DIR points elsewhere.
 DATA_DIR = Path(os.environ.get("BENCH_DATA_DIR") or BASE_DIR.parent / "shared" / "data")
 LOCAL_HOSTS = {"", "127.0.0.1", "localhost", "::1"}
+# A migrated SQLite database that each throwaway one starts as a copy of (bench/smoke.py makes one for all its runs,
+# so that each benchmark's migrate has nothing left to do).
+SQLITE_TEMPLATE = "BENCH_SQLITE_TEMPLATE"
 
 
 class Missing(SystemExit):
@@ -39,14 +45,32 @@ def needs(doc: str | None) -> str:
     return ""
 
 
-def bench_parser(doc: str | None, *, description: str | None = None) -> argparse.ArgumentParser:
+def bench_parser(
+    doc: str | None, *, smoke: str | None = None, description: str | None = None
+) -> argparse.ArgumentParser:
     """A benchmark's argument parser: its --help shows `description` (default: the whole docstring) and the
-    docstring's "Needs:" paragraph."""
+    docstring's "Needs:" paragraph; with `smoke` (what it runs), the benchmark's --smoke flag."""
     description = doc if description is None else description
     epilog = "" if needs(doc) in (description or "") else needs(doc)
-    return argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    if smoke is None:
+        return parser
+    parser.add_argument(
+        "--smoke", action="store_true",
+        help=f"a run of seconds that goes through the whole benchmark, as CI runs it (bench/smoke.py): {smoke}. "
+        "Its figures mean nothing; it fails when something on the way did.",
+    )  # fmt: skip
+    return parser
+
+
+def smoke_check(failures: Iterable[str]) -> None:
+    """End a --smoke run with status 1 when something it counted instead of raising went wrong (a refused turn,
+    a failed document...): a smoke is there to fail then."""
+    failures = [failure for failure in failures if failure]
+    if failures:
+        raise SystemExit("bench: smoke run failed: " + "; ".join(failures))
 
 
 def require_data(*paths: Path) -> None:
@@ -146,10 +170,19 @@ def setup_django(prefix: str = "bench-") -> None:
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ.setdefault("LLM_ALLOW_PRIVATE_BASE_URLS", "1")  # the scripted model servers listen on 127.0.0.1
     if "DATABASE_URL" not in os.environ:
-        os.environ["DATABASE_URL"] = f"sqlite:///{tempfile.mkdtemp(prefix=prefix)}/bench.sqlite3"
+        os.environ["DATABASE_URL"] = sqlite_url(prefix)
     import django
 
     django.setup()
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def sqlite_url(prefix: str) -> str:
+    """The URL of a throwaway SQLite database in a new temporary folder: empty, or a copy of the migrated database
+    that BENCH_SQLITE_TEMPLATE names."""
+    path = Path(tempfile.mkdtemp(prefix=prefix)) / "bench.sqlite3"
+    if os.environ.get(SQLITE_TEMPLATE):
+        shutil.copyfile(os.environ[SQLITE_TEMPLATE], path)
+    return f"sqlite:///{path}"

@@ -8,8 +8,8 @@ and stored in the database with their token counts, as the platform stores them 
 Strategy: sliding window, max_tokens 8192, reserve 10%.
 
 Measured (median of --runs):
-- platform, cold: memory.services.context_build as a chat turn calls it (transaction, row lock, load, select,
-  pruning the active list, the one-system-message request) with all 10,000 messages active (reset before each run);
+- platform, cold: memory.services.context_build as a chat turn calls it (load, select, pruning the active list,
+  the one-system-message request) with all 10,000 messages active (reset before each run);
 - platform, per turn: the same once the window has been applied (the steady state of a long conversation);
 - LangChain: trim_messages(strategy="last") over the same messages already in memory, with a tiktoken counter.
 Both sides get the same room (the budget less the system message) and count messages the same way, so their
@@ -100,10 +100,12 @@ def build_conversation(count: int):
 
 
 def main() -> None:
-    parser = bench_parser(__doc__)
+    parser = bench_parser(__doc__, smoke="1,000 messages (the window drops some), 3 runs")
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
+    if args.smoke:
+        args.messages, args.runs = 1000, 3
     require_data(LOCOMO)
     require_module("langchain_core", "make install (or .venv/bin/pip install -r bench/requirements.txt)")
     setup_django(prefix="context-bench-")
@@ -160,7 +162,7 @@ def main() -> None:
         t0 = time.perf_counter()
         built = context_build(conversation=conversation, system_prompt=SYSTEM_PROMPT, model=MODEL)
         per_turn.append(time.perf_counter() - t0)
-    assert [m["content"] for m in built.messages[1:]] == [m.content for m in messages if m.pk in set(platform_kept)]
+    assert [m.content for m in built.messages[1:]] == [m.content for m in messages if m.pk in set(platform_kept)]
     scope.__exit__(None, None, None)
 
     lc_ms, cold_ms, turn_ms = median_ms(langchain), median_ms(cold), median_ms(per_turn)

@@ -49,7 +49,17 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA_DIR, Missing, bench_parser, ensure_postgres, require_data, require_redis, setup_django
+from common import (
+    DATA_DIR,
+    Missing,
+    bench_parser,
+    ensure_postgres,
+    require_data,
+    require_redis,
+    setup_django,
+    smoke_check,
+    sqlite_url,
+)
 
 KB_DIR = DATA_DIR / "kb"
 PGVECTOR_URL = "postgres://postgres@127.0.0.1:5433/kb_bench"
@@ -84,6 +94,17 @@ def load_set(name: str, split: str) -> tuple[dict[str, str], dict[str, str], dic
             if row["_id"] in qrels:
                 queries[row["_id"]] = row["text"]
     return documents, queries, dict(qrels)
+
+
+def smoke_sample(
+    documents: dict[str, str], queries: dict[str, str], qrels: dict[str, dict[str, int]], *, keep: int, size: int
+) -> tuple[dict[str, str], dict[str, str]]:
+    """A set cut down for --smoke: its first `keep` queries, and their relevant documents with the first others of
+    the corpus, `size` documents in all (more when the relevant ones are more)."""
+    queries = dict(list(queries.items())[:keep])
+    relevant = [doc for query in queries for doc, grade in qrels[query].items() if grade > 0 and doc in documents]
+    ids = list(dict.fromkeys([*relevant, *documents]))[: max(size, len(set(relevant)))]
+    return {doc: documents[doc] for doc in ids}, queries
 
 
 # --- metrics -----------------------------------------------------------------------------------------------------
@@ -183,7 +204,7 @@ def check_needs(args: argparse.Namespace) -> None:
 
 def prepare_database(kind: str) -> str:
     if kind == "sqlite":
-        url = f"sqlite:///{tempfile.mkdtemp(prefix='kb-bench-')}/bench.sqlite3"
+        url = sqlite_url("kb-bench-")
     else:
         url = PGVECTOR_URL if kind == "pgvector" else kind
         ensure_postgres(url, fresh=True)
@@ -205,7 +226,8 @@ def make_document(knowledge_base, name: str, text: str):
     return document
 
 
-def ingest_corpus(tenant, name: str, documents: dict[str, str], embedder: str):
+def ingest_corpus(tenant, name: str, documents: dict[str, str], embedder: str, *, strict: bool = False):
+    """The documents ingested into a new knowledge base; with `strict` (--smoke), a document that fails ends the run."""
     from knowledge.ingest import ingest_in_scope
     from knowledge.models import Document, KnowledgeBase
 
@@ -224,6 +246,8 @@ def ingest_corpus(tenant, name: str, documents: dict[str, str], embedder: str):
         f"  {name} ({embedder}): {len(ids)} documents -> {chunks} chunks in {time.perf_counter() - started:.1f} s "
         f"(cached embeddings) {dict(outcomes)}{' failed e.g. ' + repr(failed) if failed else ''}"
     )
+    if strict:
+        smoke_check([f"{name} ({embedder}): documents failed, e.g. {failed!r}" if failed else ""])
     return knowledge_base
 
 
@@ -444,7 +468,15 @@ def print_results(name: str, results: dict[str, dict[str, float]], goal: float, 
 
 
 def scale_test(
-    tenant, source, sizes: list[int], queries: dict[str, str], *, own_index: bool, rounds: int, seed: int = 7
+    tenant,
+    source,
+    sizes: list[int],
+    queries: dict[str, str],
+    *,
+    own_index: bool,
+    rounds: int,
+    seed: int = 7,
+    write_count: int = 1280,
 ) -> None:
     """Knowledge bases of `sizes` chunks made from `source`'s chunks (vectors replicated with noise), in the same
     table as `source` (a multi-tenant table's shape: another knowledge base's chunks lie nearer to the queries).
@@ -545,7 +577,9 @@ def scale_test(
                     print_plan(knowledge_base, texts[0], f"{size} chunks, {variant or 'plan'}")
     size, knowledge_base, document = built[-1]
     if own:
-        measure_write_cost(knowledge_base, document, rows, dimension, rounds=max(1, rounds), seed=seed)
+        measure_write_cost(
+            knowledge_base, document, rows, dimension, rounds=max(1, rounds), seed=seed, count=write_count
+        )
     measure_refresh(knowledge_base, document, rows, texts[0])
 
 
@@ -685,7 +719,12 @@ def measure_refresh(knowledge_base, document, rows, query: str, changed: int = 2
 
 
 def main() -> None:
-    parser = bench_parser(__doc__)
+    parser = bench_parser(
+        __doc__,
+        smoke="each set cut to its first 3 queries and about 60 documents (theirs and others), embedded with no cache; "
+        "ingestion speed on a 10-chunk document and 6 small ones, 1 round; --scale 300 with --own-index (on pgvector) "
+        "and 64 chunks written, 1 round; any document that fails to ingest fails the run",
+    )
     parser.add_argument("--database", default="sqlite", help="sqlite, pgvector (127.0.0.1:5433/kb_bench) or a URL")
     parser.add_argument("--sets", default="en_dbpedia,zh_cmrc2018")
     parser.add_argument("--split", default="", help="qrels split (default: test / dev; cmrc2018 also has trial)")
@@ -728,6 +767,10 @@ def main() -> None:
     )
     parser.add_argument("--scale-rounds", type=int, default=2, help="with --own-index: timing rounds of each")
     args = parser.parse_args()
+    if args.smoke:
+        args.max_queries, args.ingest_chunks, args.ingest_small, args.ingest_rounds = 3, 10, 6, 1
+        args.scale, args.own_index, args.scale_rounds = args.scale or "300", True, 1
+        args.cache = str(Path(tempfile.mkdtemp(prefix="kb-smoke-")) / "vectors.sqlite3")
     check_needs(args)
 
     url = prepare_database(args.database)
@@ -761,7 +804,9 @@ def main() -> None:
         for name in filter(None, args.sets.split(",")):  # --sets "" measures ingestion only
             split = args.split or SETS[name]["qrels"]
             documents, queries, qrels = load_set(name, split)
-            if args.max_queries:
+            if args.smoke:
+                documents, queries = smoke_sample(documents, queries, qrels, keep=args.max_queries, size=60)
+            elif args.max_queries:
                 queries = dict(list(queries.items())[: args.max_queries])
             if args.traditional_queries:
                 import opencc
@@ -769,7 +814,7 @@ def main() -> None:
                 to_traditional = opencc.OpenCC("s2t")
                 queries = {key: to_traditional.convert(text) for key, text in queries.items()}
             for kind in kinds:
-                knowledge_base = ingest_corpus(tenant, name, documents, kind)
+                knowledge_base = ingest_corpus(tenant, name, documents, kind, strict=args.smoke)
                 built.setdefault(name, (knowledge_base, queries))
                 modes = [("keyword", "keyword", "zscore"), ("vector", "vector", "zscore")]
                 fusions = args.fusions.split(",")
@@ -786,7 +831,10 @@ def main() -> None:
         if args.scale and "en_dbpedia" in built:
             knowledge_base, queries = built["en_dbpedia"]
             sizes = [int(size) for size in args.scale.split(",") if size]
-            scale_test(tenant, knowledge_base, sizes, queries, own_index=args.own_index, rounds=args.scale_rounds)
+            scale_test(
+                tenant, knowledge_base, sizes, queries, own_index=args.own_index, rounds=args.scale_rounds,
+                write_count=64 if args.smoke else 1280,
+            )  # fmt: skip
 
 
 if __name__ == "__main__":

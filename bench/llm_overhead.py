@@ -87,12 +87,17 @@ async def bench(args: argparse.Namespace, tenant, provider) -> dict[str, list[tu
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, description="Gateway overhead against the openai SDK read directly.")
+    parser = bench_parser(
+        __doc__, description="Gateway overhead against the openai SDK read directly.",
+        smoke="3 runs of a 20-token reply after 1 warm-up",
+    )  # fmt: skip
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=500)
     parser.add_argument("--delay", type=float, default=0.001, help="seconds between streamed chunks (0: flat out)")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.warmup, args.tokens = 3, 1, 20
 
     setup_django()
     from llm.fake_server import spawn

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BASE_DIR, bench_parser, ensure_postgres, require_redis, setup_django
+from common import BASE_DIR, bench_parser, ensure_postgres, require_redis, setup_django, smoke_check
 from load_ws import (
     DEFAULT_DATABASE_URL,
     DEFAULT_REDIS_URL,
@@ -174,7 +174,10 @@ async def run(args: argparse.Namespace, servers: list[Any], secret: str, model: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = bench_parser(__doc__, description=__doc__.split("\n\n")[0])
+    parser = bench_parser(
+        __doc__, description=__doc__.split("\n\n")[0],
+        smoke="C = 2, 6 requests of 10-token replies in each mode; every request must succeed",
+    )  # fmt: skip
     parser.add_argument("--concurrency", default="10,50,100")
     parser.add_argument("--requests", type=int, default=300, help="requests per concurrency level and mode")
     parser.add_argument("--daphne", type=int, default=1)
@@ -183,6 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--redis-url", default=DEFAULT_REDIS_URL)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.concurrency, args.requests, args.tokens, args.daphne = "2", 6, 10, 1
     args.levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     run_id = uuid.uuid4().hex[:10]
     environment = {**bench_environment(args, run_id), "API_KEY_RATE": "1000000/s"}
@@ -212,6 +217,14 @@ def main(argv: list[str] | None = None) -> None:
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2))
             log(f"wrote {args.json}")
+        if args.smoke:
+            smoke_check(
+                f"C={result['concurrency']} {result['mode']} {side}: {level['completed']}/{level['expected']} "
+                f"completed, errors {level['errors'] or '-'}"
+                for result in results
+                for side, level in (("platform", result["platform"]), ("model alone", result["model"]))
+                if level["completed"] != level["expected"] or level["errors"]
+            )
     finally:
         stop_daphne(servers)
         model_process.terminate()

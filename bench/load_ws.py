@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BASE_DIR, bench_parser, ensure_postgres, require_redis, setup_django
+from common import BASE_DIR, bench_parser, ensure_postgres, require_redis, setup_django, smoke_check
 
 HOST = "127.0.0.1"
 DEFAULT_DATABASE_URL = "postgres://agentplat@127.0.0.1:5432/agentplat_bench"
@@ -1176,11 +1176,39 @@ def idle_table(result: dict[str, Any]) -> str:
     return f"{head}\n{row}{verdict}"
 
 
+def smoke_failures(rows: list[dict[str, Any]]) -> list[str]:
+    """What went wrong in a smoke run's rows (turn levels and the idle row): any turn not completed, error, abnormal
+    close, lost or duplicated frame, socket not opened or not answering, error or traceback in Daphne's log."""
+    failures = []
+    for row in rows:
+        if row["mode"] == "idle":
+            label = f"idle, {row['sockets']} sockets"
+            if row["opened"] != row["sockets"] or row["answered_after_hold"] != row["sockets"]:
+                failures.append(f"{label}: {row['opened']} opened, {row['answered_after_hold']} answered")
+        else:
+            label = f"C={row['concurrency']} {row['run']}"
+            if row["turns_completed"] != row["turns_expected"]:
+                failures.append(f"{label}: {row['turns_completed']}/{row['turns_expected']} turns completed")
+            if row["lost"] or row["duplicated"]:
+                failures.append(f"{label}: {row['lost']} frames lost, {row['duplicated']} duplicated")
+        for kind in ("errors", "closes"):
+            if row[kind]:
+                failures.append(f"{label}: {kind} {_counts(row[kind])}")
+        logged = {word: count for word, count in (row.get("daphne_log") or {}).items() if word != "WARNING"}
+        if logged:
+            failures.append(f"{label}: Daphne logged {_counts(logged)} (its log is named above)")
+    return failures
+
+
 # --- main -------------------------------------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = bench_parser(__doc__, description=__doc__.splitlines()[0])
+    parser = bench_parser(
+        __doc__, description=__doc__.splitlines()[0],
+        smoke="C = 1,2, 2 turns of 10 tokens each, then 4 idle sockets held 1 s (load and idle modes in one run); "
+        "every turn must complete and every socket stay open",
+    )  # fmt: skip
     parser.add_argument("--mode", choices=("load", "ceiling", "idle"), default="load")
     parser.add_argument("--concurrency", default="1,10,50,100,200,500", help="comma-separated chat counts C")
     parser.add_argument("--turns", type=int, help="turns per chat (default 3; 10 in ceiling mode)")
@@ -1200,6 +1228,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--redis-url", default=DEFAULT_REDIS_URL)
     parser.add_argument("--json", help="write the rows (and the configuration) to this file")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.mode, args.concurrency, args.turns, args.tokens, args.delay = "load", "1,2", 2, 10, 0.001
+        args.turn_timeout, args.deadline, args.sockets, args.hold = 30.0, 60.0, 4, 1.0
     ceiling = args.mode == "ceiling"
     args.turns = args.turns or (10 if ceiling else 3)
     args.tokens = args.tokens if args.tokens is not None else (20 if ceiling else 200)
@@ -1322,6 +1353,11 @@ async def run(
             for level in levels:
                 print(table_row(level), flush=True)
                 rows.append(asdict(level))
+    if args.smoke:
+        result = await mode_idle(context)
+        print(idle_table(result), flush=True)
+        rows.append(result)
+        smoke_check(smoke_failures(rows))
     if args.json:
         Path(args.json).write_text(json.dumps({"config": header, "rows": rows}, indent=2))
         log(f"wrote {args.json}")

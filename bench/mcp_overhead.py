@@ -79,10 +79,15 @@ async def bench(args: argparse.Namespace, url: str, tool, call) -> dict[str, lis
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, description="MCP tool call overhead against the mcp client used directly.")
+    parser = bench_parser(
+        __doc__, description="MCP tool call overhead against the mcp client used directly.",
+        smoke="5 calls of each path after 1 warm-up",
+    )  # fmt: skip
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.warmup = 5, 1
 
     setup_django()
     import logging

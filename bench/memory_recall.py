@@ -87,7 +87,7 @@ import numpy as np
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA_DIR, bench_parser, ensure_postgres, require_data, setup_django
+from common import DATA_DIR, bench_parser, ensure_postgres, require_data, setup_django, sqlite_url
 from kb_retrieval import CachedEmbedder, percentile
 
 LOCOMO = DATA_DIR / "memory" / "locomo_dev.json"
@@ -182,12 +182,29 @@ def load_locomo(path: Path = LOCOMO) -> list[Sample]:
     return samples
 
 
+def smoke_samples(samples: list[Sample], *, sessions: int = 2, per_category: int = 2) -> list[Sample]:
+    """The samples cut down for --smoke: each one's first `sessions` sessions, and of the questions whose evidence
+    lies in them up to `per_category` of each category."""
+    cut = []
+    for sample in samples:
+        kept = sample.sessions[:sessions]
+        turns = {turn.dia_id for session in kept for turn in session.turns}
+        taken: Counter = Counter()
+        questions = []
+        for question in sample.questions:
+            if question.evidence <= turns and taken[question.category] < per_category:
+                taken[question.category] += 1
+                questions.append(question)
+        cut.append(Sample(sample.sample_id, sample.speakers, kept, questions))
+    return cut
+
+
 # --- set-up --------------------------------------------------------------------------------------------------------
 
 
 def prepare_database(kind: str) -> str:
     if kind == "sqlite":
-        url = f"sqlite:///{tempfile.mkdtemp(prefix='memory-bench-')}/bench.sqlite3"
+        url = sqlite_url("memory-bench-")
     else:
         url = POSTGRES_URL if kind == "postgres" else kind
         ensure_postgres(url, fresh=True)
@@ -668,7 +685,11 @@ def measure_latency(conversation, questions: list[str], rounds: int) -> None:
 
 
 def main() -> None:
-    parser = bench_parser(__doc__)
+    parser = bench_parser(
+        __doc__,
+        smoke="each conversation cut to its first 2 sessions and up to 2 questions of each category whose evidence "
+        "is there, vectors embedded with no cache, then 300 events for the cost on the reply path",
+    )
     parser.add_argument("--database", default="sqlite", help="sqlite, postgres (127.0.0.1:5432, a bench db) or a URL")
     parser.add_argument("--events", type=int, default=10000, help="events of the latency test (0: skip it)")
     parser.add_argument("--rounds", type=int, default=1, help="timed passes over the questions")
@@ -681,9 +702,14 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL bench database")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "agentplat-memory-bench" / "vectors.sqlite3"))
     args = parser.parse_args()
+    if args.smoke:
+        args.events, args.rounds = 300, 1
+        args.cache = str(Path(tempfile.mkdtemp(prefix="memory-smoke-")) / "vectors.sqlite3")
     require_data(args.data)
 
     samples = load_locomo(args.data)
+    if args.smoke:
+        samples = smoke_samples(samples)
     url = prepare_database(args.database)
     setup_django("memory-bench-")
     from django.db import connection, connections

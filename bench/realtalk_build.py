@@ -23,7 +23,10 @@ between D20:9 and D20:11): no method can find those, so they are dropped from th
 706 questions (288 multi-hop, 313 temporal, 105 commonsense), 1,655 evidence turns, 8,944 turns.
 
 Needs: `make install` (the standard library and git only); a copy of github danny911kr/REALTALK (the `fetch` tool's
-git directory, a checkout, or a folder holding the Chat_*.json files).
+git directory, a checkout, or a folder holding the Chat_*.json files). CI has no copy (the data is not shipped): there
+`--smoke` converts a small made-up sample in REALTALK's layout instead (its evidence ids typed in the ways above, one
+naming no message), says so, and checks that bench/memory_recall.py loads the result; given a copy, `--smoke`
+converts its first conversation.
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Missing, bench_parser
+from common import Missing, bench_parser, smoke_check
 
 OUTPUT = Path.home() / ".cache" / "agentplat-memory-bench" / "realtalk.json"
 # Only the top level of data/: data/locomo/ holds LoCoMo's conversations, which are not this set.
@@ -107,12 +111,64 @@ def convert(number: int, chat: dict) -> tuple[dict, int, int]:
     return {"sample_id": f"rt-{number}", "conversation": conversation, "qa": questions}, dropped_ids, dropped_questions
 
 
+def sample_chat(first: str, second: str) -> dict:
+    """A made-up conversation in REALTALK's layout, for --smoke where no copy of REALTALK is at hand."""
+
+    def message(speaker: str, dia_id: str, text: str, when: str, **extra: str) -> dict:
+        return {"clean_text": text, "speaker": speaker, "dia_id": dia_id, "date_time": when, "img_file": [], **extra}
+
+    return {
+        "name": {"speaker_1": first, "speaker_2": second},
+        "session_1": [
+            message(first, "D1:1", "I ran 5 km in the park today", "29.12.2023, 22:42:04"),
+            message(second, "D1:2", "Nice! I am off to Miami on Friday", "29.12.2023, 22:45:10"),
+            message(second, "D1:4", "Look at this", "29.12.2023, 22:50:00", blip_caption="a dog on a beach"),
+        ],
+        "session_1_date_time": "29.12.2023, 22:42:04",
+        "session_2": [
+            message(second, "D2:1", "Back from Miami, the beach was great", "03.01.2024, 09:05:00"),
+            message(first, "D2:2", "I ran again, 7 km this time", "03.01.2024, 09:07:30"),
+        ],
+        "session_2_date_time": "03.01.2024, 09:05:00",
+        "qa": [
+            {"question": "Where did they go?", "answer": "the park, Miami", "evidence": ["D1:1; D2:1"], "category": 1},
+            {"question": "When did the trip start?", "answer": "Friday", "evidence": ["D 1:2."], "category": 2},
+            {"question": "Whose dog?", "answer": "unknown", "evidence": ["D1:3"], "category": 3},
+            {"question": "How far did they run?", "answer": "5 km, 7 km", "evidence": ["1:1", "D2;2"], "category": 1},
+        ],
+    }
+
+
+def smoke_source() -> Path:
+    """A folder with two made-up conversations in REALTALK's layout."""
+    folder = Path(tempfile.mkdtemp(prefix="realtalk-smoke-"))
+    for number, (first, second) in enumerate((("Ann", "Bob"), ("Chen", "Dana")), start=1):
+        path = folder / f"Chat_{number}_{first}_{second}.json"
+        path.write_text(json.dumps(sample_chat(first, second)), encoding="utf-8")
+    return folder
+
+
 def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("source", type=Path, help="a copy of github danny911kr/REALTALK (git directory or checkout)")
+    parser = bench_parser(
+        __doc__,
+        smoke="the first conversation of the copy given, or without one a made-up sample in REALTALK's layout, "
+        "written to a temporary file that bench/memory_recall.py then loads",
+    )
+    parser.add_argument(
+        "source", type=Path, nargs="?", help="a copy of github danny911kr/REALTALK (git directory or checkout)"
+    )
     parser.add_argument("--output", type=Path, default=OUTPUT, help=f"where to write the set (default {OUTPUT})")
     parser.add_argument("--chats", default="", help="only these conversations, e.g. 1,2,3 (default: all ten)")
     args = parser.parse_args()
+    if args.smoke:
+        args.output = Path(tempfile.mkdtemp(prefix="realtalk-smoke-")) / "realtalk.json"
+        args.chats = args.chats or "1"
+        if args.source is None:
+            args.source = smoke_source()
+            args.chats = ""
+            print(f"no copy of REALTALK given: converting a made-up sample in its layout ({args.source})")
+    elif args.source is None:
+        parser.error("give the path of a copy of github danny911kr/REALTALK")
     wanted = {int(n) for n in args.chats.split(",") if n.strip()}
     rows = []
     for number, text in chat_files(args.source).items():
@@ -130,6 +186,14 @@ def main() -> None:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
     print(f"wrote {args.output} ({len(rows)} conversations, {sum(len(row['qa']) for row in rows)} questions)")
+    if args.smoke:
+        from memory_recall import load_locomo
+
+        samples = load_locomo(args.output)
+        turns = sum(len(sample.turns) for sample in samples)
+        questions = sum(len(sample.questions) for sample in samples)
+        print(f"bench/memory_recall.py loads it: {len(samples)} conversations, {turns} turns, {questions} questions")
+        smoke_check(["bench/memory_recall.py finds no questions in it" if not questions else ""])
 
 
 if __name__ == "__main__":

@@ -132,13 +132,18 @@ async def bench(args: argparse.Namespace, tenant, agent, user, provider) -> dict
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, description="CPU per chat turn with traces on against off.")
+    parser = bench_parser(
+        __doc__, description="CPU per chat turn with traces on against off.",
+        smoke="10 turns a side in blocks of 5, after 1 warm-up turn a side",
+    )  # fmt: skip
     parser.add_argument("--turns", type=int, default=200, help="turns per side")
     parser.add_argument("--block", type=int, default=10, help="turns in a row on one side")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--capture", action="store_true", help="TRACES_CAPTURE_CONTENT on too (text in the spans)")
     parser.add_argument("--aa", action="store_true", help="traces off on both sides: the noise of this machine")
     args = parser.parse_args()
+    if args.smoke:
+        args.turns, args.block, args.warmup = 10, 5, 1
 
     setup_django("bench-traces-")
     from django.contrib.auth import get_user_model

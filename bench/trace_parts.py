@@ -118,11 +118,16 @@ def encode_cost(turn, rounds: int = 200) -> float:
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, description="Where the CPU of a turn's spans goes: making, encoding, posting.")
+    parser = bench_parser(
+        __doc__, description="Where the CPU of a turn's spans goes: making, encoding, posting.",
+        smoke="50 turns, 1 round",
+    )  # fmt: skip
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--block", type=int, default=10, help="turns per flush (one OTLP request)")
     args = parser.parse_args()
+    if args.smoke:
+        args.turns, args.rounds = 50, 1
     setup_django("bench-trace-parts-")
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 

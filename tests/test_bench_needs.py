@@ -29,6 +29,8 @@ def test_each_benchs_help_says_what_it_needs(bench):
     assert result.returncode == 0, result.stderr
     needs = result.stdout.partition("\nNeeds: ")[2]
     assert "make install" in needs
+    if bench != "bench/smoke.py":  # the runner of the others' smokes
+        assert "--smoke " in result.stdout, "every benchmark has a --smoke run for CI (bench/smoke.py)"
 
 
 def test_load_ws_without_postgresql_says_how_to_get_it():

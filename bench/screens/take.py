@@ -16,6 +16,10 @@ never `playwright install`) through Playwright as the demo users, walks the demo
 
 Each PNG is 1280x800 and is passed through `optipng` when it is installed (`apt-get install optipng`).
 
+`--smoke` (what CI runs) takes agent-form.png, chat-waiter.png and knowledge-search.png into a temporary folder,
+leaving docs/img alone: a form, a chat whose agent calls tools, a search (chat-plan.png, the slowest, is left to the
+browser tests' planner journey).
+
 Needs: `make install` (Playwright); Debian's chromium and fonts-noto-cjk (`make browser-deps` installs them);
 optipng optional. No data files, no database or Redis of yours.
 """
@@ -36,7 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from bench.common import Missing, bench_parser  # noqa: E402
+from bench.common import SQLITE_TEMPLATE, Missing, bench_parser  # noqa: E402
 from tests.browser import pages  # noqa: E402 (the browser tests' page steps and Chromium launch)
 from tests.browser.pages import CHROMIUM, CHROMIUM_ARGS, start_conversation  # noqa: E402
 
@@ -73,6 +77,8 @@ def platform_env(workdir: Path) -> dict[str, str]:
 def running_platform(workdir: Path) -> Iterator[str]:
     """Migrate, seed the demo tenants and serve them with Daphne; yields the base URL."""
     env = platform_env(workdir)
+    if os.environ.get(SQLITE_TEMPLATE):  # a migrated database to start from (bench/smoke.py's)
+        shutil.copyfile(os.environ[SQLITE_TEMPLATE], workdir / "db.sqlite3")
     for command in (["migrate", "--noinput"], ["seed_demo"]):
         print("manage.py", *command, flush=True)
         subprocess.run(  # noqa: S603 (the venv's python, fixed arguments)
@@ -212,11 +218,18 @@ SHOTS = {
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, description=__doc__.splitlines()[0])
+    parser = bench_parser(
+        __doc__, description=__doc__.splitlines()[0],
+        smoke="agent-form.png (with agent-tokens.png), chat-waiter.png and knowledge-search.png into a temporary "
+        "folder, not docs/img",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img", help="where the PNGs go (docs/img)")
     parser.add_argument("--locale", default="zh-CN", help="the browser's language (zh-CN or en-US)")
     parser.add_argument("--only", nargs="*", choices=sorted(SHOTS), help="take only these screenshots")
     args = parser.parse_args()
+    if args.smoke:
+        args.only = ["agent-form", "chat-waiter", "knowledge-search"]
+        args.out = Path(tempfile.mkdtemp(prefix="screens-smoke-"))
     if not os.path.exists(CHROMIUM):
         raise Missing(
             f"Chromium is not installed ({CHROMIUM}): make browser-deps (apt-get install chromium fonts-noto-cjk)"
