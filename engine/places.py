@@ -17,6 +17,8 @@ from django.core.cache import cache
 # places within a minute.
 STREAM_LEASE_SECONDS = 60
 STREAM_RETRY_SECONDS = 5
+# Releases under way, referenced until they are done (a shielded task outlives the task that awaited it).
+_releasing: set[asyncio.Future] = set()
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,14 @@ class StreamSlot:
             cache.delete(self.key)
 
     async def arelease(self) -> None:
-        await asyncio.to_thread(self.release)
+        # Shielded: a request's task is cancelled when its client disconnects, which the openai SDK does as soon as it
+        # has read `data: [DONE]`, often while this release still waits for a worker thread; cancelling the wait
+        # would drop the thread's job, and the place would stay taken until its lease ran out (a false
+        # too_many_streams for up to a minute; the flaky test_l6 under load).
+        release = asyncio.ensure_future(asyncio.to_thread(self.release))
+        _releasing.add(release)
+        release.add_done_callback(_releasing.discard)
+        await asyncio.shield(release)
 
 
 def stream_slot_take(tenant_id: int, limit: int) -> StreamSlot | None:
