@@ -26,6 +26,7 @@ of REALTALK: realtalk_build's smoke converts a made-up sample in its layout (--r
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -35,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BASE_DIR, SQLITE_TEMPLATE, bench_parser
+from common import BASE_DIR, DATA_DIR, SQLITE_TEMPLATE, bench_parser
 
 DEFAULT_DATABASE_URL = "postgres://agentplat@127.0.0.1:5432/agentplat_bench"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/14"
@@ -60,6 +61,83 @@ def smokes(args: argparse.Namespace) -> dict[str, list[str]]:
         "trace_overhead": ["bench/trace_overhead.py", "--smoke"],
         "trace_parts": ["bench/trace_parts.py", "--smoke"],
     }
+
+
+# The shared data sets the smokes read (../shared/data, BENCH_DATA_DIR elsewhere).
+NEEDED = ("memory/locomo_dev.json", "kb/en_dbpedia/corpus.jsonl", "kb/zh_cmrc2018/corpus.jsonl")
+TOPICS = [
+    ("Solar panels", "太阳能板", "convert sunlight into electricity on a roof", "把屋顶上的阳光变成电"),
+    ("Heat pumps", "热泵", "move heat from outside air into a house", "把室外空气的热量搬进房子"),
+    ("Wind turbines", "风力发电机", "turn the wind's motion into power", "把风的运动变成电力"),
+    ("Batteries", "电池", "store energy for the evening", "为晚上储存能量"),
+    ("Insulation", "保温层", "keeps warmth inside in winter", "冬天把热量留在屋里"),
+]
+
+
+def _lines(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+
+
+def _kb_set(folder: Path, chinese: bool, splits: tuple[str, ...]) -> None:
+    """A made-up retrieval set in the BEIR layout: 60 documents, a query per topic with its one relevant document."""
+    corpus, queries, qrels = [], [], ["query-id\tcorpus-id\tscore"]
+    for n in range(60):
+        title_en, title_zh, text_en, text_zh = TOPICS[n % len(TOPICS)]
+        title, text = (title_zh, text_zh) if chinese else (title_en, text_en)
+        corpus.append({"_id": f"d{n}", "title": f"{title} {n}", "text": f"{title} {text} (note {n})."})
+    for n, (title_en, title_zh, _text_en, _text_zh) in enumerate(TOPICS):
+        queries.append({"_id": f"q{n}", "text": (f"{title_zh}有什么用" if chinese else f"What do {title_en} do")})
+        qrels.append(f"q{n}\td{n}\t1")
+    _lines(folder / "corpus.jsonl", corpus)
+    _lines(folder / "queries.jsonl", queries)
+    for split in splits:
+        (folder / "qrels" / f"{split}.tsv").parent.mkdir(parents=True, exist_ok=True)
+        (folder / "qrels" / f"{split}.tsv").write_text("\n".join(qrels) + "\n", encoding="utf-8")
+
+
+def _conversation(sample: int) -> dict:
+    """A made-up conversation in LoCoMo's layout: three sessions of two speakers, questions with evidence ids."""
+    conversation: dict = {"speaker_a": "Ada", "speaker_b": "Bo"}
+    qa = []
+    for session in range(1, 4):
+        conversation[f"session_{session}_date_time"] = f"1:56 pm on {session + 7} May, 2023"
+        turns = []
+        for turn in range(1, 7):
+            title, _zh, text, _text_zh = TOPICS[(sample + session + turn) % len(TOPICS)]
+            speaker = "Ada" if turn % 2 else "Bo"
+            turns.append(
+                {
+                    "speaker": speaker,
+                    "dia_id": f"D{session}:{turn}",
+                    "text": f"I read that {title.lower()} {text}; we might buy some in session {session}.",
+                }
+            )
+        conversation[f"session_{session}"] = turns
+        topic = TOPICS[(sample + session + 1) % len(TOPICS)][0].lower()
+        for category in range(1, 5):  # LoCoMo's four: 1 multi-hop (two pieces of evidence), 2 temporal, 3, 4
+            evidence = [f"D{session}:1", f"D{session}:3"] if category == 1 else [f"D{session}:{category}"]
+            question = f"What did they say about {topic}?"
+            qa.append({"question": question, "answer": "it", "evidence": evidence, "category": category})
+    return {
+        "sample_id": f"smoke-{sample}",
+        "conversation": conversation,
+        "qa": qa,
+        "event_summary": {},
+        "observation": {},
+        "session_summary": {},
+    }
+
+
+def sample_data(folder: Path) -> Path:
+    """Made-up data in the shared data sets' layouts, for a machine without them (a smoke checks the benchmark's
+    path, not its figures)."""
+    root = folder / "sample-data"
+    (root / "memory").mkdir(parents=True)
+    (root / "memory" / "locomo_dev.json").write_text(json.dumps([_conversation(0), _conversation(1)]), "utf-8")
+    _kb_set(root / "kb" / "en_dbpedia", chinese=False, splits=("test",))
+    _kb_set(root / "kb" / "zh_cmrc2018", chinese=True, splits=("dev", "trial"))
+    return root
 
 
 def environment(template: Path) -> dict[str, str]:
@@ -114,6 +192,14 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-smoke-") as folder:
         env = environment(migrate_template(Path(folder)))
+        missing = [name for name in NEEDED if not (DATA_DIR / name).exists()]
+        if missing:
+            env["BENCH_DATA_DIR"] = str(sample_data(Path(folder)))
+            print(
+                f"smoke: the shared data sets are not in {DATA_DIR} ({', '.join(missing)}): the smokes read a made-up "
+                "sample in their layouts instead (set BENCH_DATA_DIR to a copy to use them)",
+                flush=True,
+            )
         for name, command in chosen.items():
             print(f"\n== smoke {name}: {' '.join(command)}", flush=True)
             status, seconds = run(command, env, args.timeout)
