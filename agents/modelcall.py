@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agents.models import AgentKind
 from llm.client import ChatResult, Event, complete_chat, stream_chat
@@ -90,31 +90,25 @@ class AgentModel:
             request = replace(request, temperature=self.temperature)
         return request.within(self.reply_cap)
 
+    def _call(self) -> dict[str, Any]:
+        """Who pays, which model, what the call record names, and the stop signal: llm.client's keyword arguments."""
+        return {
+            "tenant": self.tenant,
+            "provider": self.provider,
+            "model": self.model or None,
+            "purpose": self.purpose,
+            "agent_id": self.agent_id,
+            "conversation_id": self.conversation_id,
+            "cancel": self.cancel,
+        }
+
     def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         """Stream the reply to `request` (llm.client.stream_chat's events)."""
-        return stream_chat(
-            self.request(request),
-            tenant=self.tenant,
-            provider=self.provider,
-            model=self.model or None,
-            purpose=self.purpose,
-            agent_id=self.agent_id,
-            conversation_id=self.conversation_id,
-            cancel=self.cancel,
-        )
+        return stream_chat(self.request(request), **self._call())
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         """The whole reply to `request`."""
-        return await complete_chat(
-            self.request(request),
-            tenant=self.tenant,
-            provider=self.provider,
-            model=self.model or None,
-            purpose=self.purpose,
-            agent_id=self.agent_id,
-            conversation_id=self.conversation_id,
-            cancel=self.cancel,
-        )
+        return await complete_chat(self.request(request), **self._call())
 
 
 _bound: ContextVar[AgentModel | None] = ContextVar("agents.modelcall.bound", default=None)

@@ -9,12 +9,15 @@ from django.http import JsonResponse
 from engine.admission import Refusal
 
 
-def refusal_response(refusal: Refusal) -> JsonResponse:
+def error_response(status: int, code: str, message: str, retry_after: float | None = None) -> JsonResponse:
+    """The REST API's error object (api.rest's exception handler writes the same shape for DRF's exceptions)."""
     response = JsonResponse(
-        {"error": {"code": str(refusal.code), "message": refusal.message}},
-        status=refusal.status,
-        json_dumps_params={"ensure_ascii": False},
+        {"error": {"code": code, "message": message}}, status=status, json_dumps_params={"ensure_ascii": False}
     )
-    if refusal.retry_after is not None:
-        response["Retry-After"] = str(max(1, refusal.retry_after))
+    if retry_after is not None:
+        response["Retry-After"] = str(max(1, round(retry_after)))
     return response
+
+
+def refusal_response(refusal: Refusal) -> JsonResponse:
+    return error_response(refusal.status, str(refusal.code), refusal.message, refusal.retry_after)

@@ -34,6 +34,7 @@ from agents.workflows.services import workflow_runs_for, workflow_validate
 from api.authentication import HasScope, TenantScopedApiView, administers, key_access
 from api.keys import caller_conversation
 from api.models import KeyScope
+from api.refusals import refusal_response
 from engine import admission, turns
 from engine.admission import MAX_CLIENT_ID_CHARS, Admitted, Caller, Refusal, Target
 from engine.turns import Outcome
@@ -524,11 +525,7 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
 
         decision, result = async_to_sync(turn)()
         if isinstance(decision, Refusal):
-            response = Response({"error": {"code": str(decision.code), "message": decision.message}},
-                                status=decision.status)  # fmt: skip
-            if decision.retry_after is not None:
-                response["Retry-After"] = str(decision.retry_after)
-            return response
+            return refusal_response(decision)
         submission = decision.submission
         reply = result.message if result is not None else submission.reply
         body = {

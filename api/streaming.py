@@ -21,7 +21,7 @@ from agents import frames
 from agents.sinks import QueueSink
 from api.keys import KeyRefused, bearer_secret
 from api.models import KeyScope
-from api.refusals import refusal_response
+from api.refusals import error_response, refusal_response
 from api.throttling import authorize
 from core.bounded import loads_json
 from core.db import database_sync_to_async
@@ -39,11 +39,7 @@ class Refused(Exception):
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
     def response(self) -> JsonResponse:
-        response = JsonResponse({"error": {"code": self.code, "message": self.message}}, status=self.status,
-                                json_dumps_params={"ensure_ascii": False})  # fmt: skip
-        if self.retry_after is not None:
-            response["Retry-After"] = str(max(1, round(self.retry_after)))
-        return response
+        return error_response(self.status, self.code, self.message, self.retry_after)
 
 
 @dataclass

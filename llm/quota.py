@@ -50,11 +50,7 @@ def quota_fits_cached(*, tenant: Tenant, messages: Sequence[Mapping[str, Any]], 
 
 def quota_ledger_add(*, tenant: Tenant, tokens: int) -> None:
     """Count tokens this process just used (its rows may still be on their way to the database)."""
-    if tokens:
-        with _lock:
-            entry = _ledger.get(_key(tenant))
-            if entry is not None:
-                entry.used += tokens
+    budget_ledger_add(_key(tenant), tokens)
 
 
 def quota_check(*, tenant: Tenant, model: str, messages: Sequence[Mapping[str, Any]], tools: Any = None) -> int:
@@ -79,20 +75,6 @@ def quota_check(*, tenant: Tenant, model: str, messages: Sequence[Mapping[str, A
     return used
 
 
-def quota_spent(*, tenant: Tenant) -> bool:
-    """True when the tenant's monthly budget is used up: a new message would only fail at its first model call.
-    Far from the budget the ledger answers; near it (or when stale) the database does, and refreshes the ledger."""
-    budget = tenant.monthly_token_budget
-    ttl = setting("LLM_QUOTA_CACHE_SECONDS")
-    entry = _ledger.get(_key(tenant))
-    if entry is not None and ttl > 0 and time.monotonic() - entry.loaded_at <= ttl and entry.used < budget:
-        return False
-    used = tokens_used_this_month(tenant=tenant)
-    with _lock:
-        _ledger[_key(tenant)] = _Entry(used=used, loaded_at=time.monotonic())
-    return used >= budget
-
-
 @dataclass(frozen=True)
 class Budget:
     """A budget of tokens beside the tenant's own: `limit` tokens per period, what was `used` summed in SQL by the
@@ -115,6 +97,16 @@ def budget_spent(budget: Budget) -> bool:
     with _lock:
         _ledger[budget.key] = _Entry(used=used, loaded_at=time.monotonic())
     return used >= budget.limit
+
+
+def quota_spent(*, tenant: Tenant) -> bool:
+    """True when the tenant's monthly budget is used up: a new message would only fail at its first model call
+    (a budget of 0 allows no call). The ledger answers while far from it; otherwise the database does."""
+    if tenant.monthly_token_budget == 0:
+        return True
+    return budget_spent(
+        Budget(key=_key(tenant), limit=tenant.monthly_token_budget, used=lambda: tokens_used_this_month(tenant=tenant))
+    )
 
 
 def budget_ledger_add(key: tuple, tokens: int) -> None:
