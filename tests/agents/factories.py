@@ -17,6 +17,26 @@ class AgentFactory(factory.django.DjangoModelFactory):
     token_overflow_config = factory.LazyFunction(lambda: {"strategy": "none"})
 
 
+# A workflow with one llm step (its prompt names the input x): a workflow agent's model call.
+THINKER_WORKFLOW = """version: '1.0'
+name: Thinker
+steps:
+  - id: ask
+    type: input
+    output:
+      name: x
+  - id: think
+    type: llm
+    prompt: 'Think about {x}.'
+    outputs:
+      name: answer
+  - id: out
+    type: output
+    inputs:
+      reply: '{answer}'
+"""
+
+
 def echo_workflow_yaml(name: str, description: str = "") -> str:
     """The smallest valid workflow document: an input step and an output step that gives the input back."""
     return f"""version: '1.0'

@@ -33,6 +33,7 @@ from llm.options import ChatRequest
 from memory.models import Message, MessageStatus
 from memory.services import message_add
 from tenants.scope import tenant_scope
+from tests.agents.factories import THINKER_WORKFLOW
 from tests.llm.factories import ModelProviderFactory
 from tests.sources import ROOT, parsed_sources
 from tests.turns import Collector, flush_records, user_turn
@@ -43,23 +44,7 @@ REASONING = "deep-r1"
 PLANNING = "m2-plan"
 EXECUTION = "m1-exec"
 LONG = {"text_tokens": 60}
-WORKFLOW = """version: '1.0'
-name: Thinker
-steps:
-  - id: ask
-    type: input
-    output:
-      name: x
-  - id: think
-    type: llm
-    prompt: 'Think about {x}.'
-    outputs:
-      name: answer
-  - id: out
-    type: output
-    inputs:
-      reply: '{answer}'
-"""
+WORKFLOW = THINKER_WORKFLOW
 
 
 @python_tool(name="seam_clock", description_en="The time of day.", parameters={"type": "object", "properties": {}})

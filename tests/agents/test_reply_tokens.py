@@ -19,6 +19,7 @@ from agents.workflows.services import workflow_save
 from core.db import database_sync_to_async
 from llm import tokens
 from tenants.scope import all_tenants, tenant_scope
+from tests.agents.factories import THINKER_WORKFLOW
 from tests.agents.test_views import _form as views_form
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import user_turn
@@ -127,23 +128,7 @@ async def test_without_a_cap_a_chat_turn_sends_no_max_tokens(tenant, capped_conv
     assert sink.result.finish_reason == "stop" and tokens.count_text(reply.content, "gpt-4") == 60
 
 
-WORKFLOW = """version: '1.0'
-name: Thinker
-steps:
-  - id: ask
-    type: input
-    output:
-      name: x
-  - id: think
-    type: llm
-    prompt: 'Think about {x}.'
-    outputs:
-      name: answer
-  - id: out
-    type: output
-    inputs:
-      reply: '{answer}'
-"""
+WORKFLOW = THINKER_WORKFLOW
 
 
 @pytest.mark.django_db(transaction=True)

@@ -12,6 +12,7 @@ from agents.tools import ToolResult, python_tool
 from agents.workflows.services import workflow_save
 from llm.models import LLMCall, ModelProvider
 from tenants.scope import all_tenants, tenant_scope
+from tests.agents.factories import THINKER_WORKFLOW
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,23 +111,7 @@ def test_usage_counts_the_model_call_of_a_tool_that_asks_a_model(
     _assert_sum(reply.usage, reply.model_extra["conversation_id"], calls_made=3)
 
 
-THINKER = """version: '1.0'
-name: Thinker
-steps:
-  - id: ask
-    type: input
-    output:
-      name: x
-  - id: think
-    type: llm
-    prompt: 'Think about {x}.'
-    outputs:
-      name: answer
-  - id: out
-    type: output
-    inputs:
-      reply: '{answer}'
-"""
+THINKER = THINKER_WORKFLOW
 
 
 def test_usage_counts_a_workflow_agents_llm_steps(asgi_live_server, tenant, published, tenant_admin, make_key):
