@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import override
+
 from chat.consumers import REFUSED_CLOSE, ConversationSocket, Entry
 from engine.admission import Caller, CallerKind, Target
 from memory.models import ConversationSource
@@ -62,7 +64,8 @@ class EmbedEntry(Entry):
     def gone(self) -> str:
         """The embed revoked (or its agent switched off) since the socket opened: refused, in words."""
         if visitors.token_lookup(self.embed.token) is None:
-            return str(visitors.gone_words())
+            with override(self.language):  # this runs on the database thread, outside the socket's language
+                return str(visitors.gone_words())
         return ""
 
 
