@@ -10,6 +10,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from core.bounded import BoundedJSONFormField
+from core.errortext import error_html
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
 from tenants.admin_site import is_platform_admin
 from toolservers.client import ServerUnavailable
@@ -87,14 +88,14 @@ class ServerToolInline(TenantOwnedAdminMixin, admin.TabularInline):
 class ToolServerAdmin(TenantOwnedAdmin):
     form = ToolServerForm
     inlines = [ServerToolInline]
-    list_display = ["name", "url", "tool_count", "refreshed_at", "last_error"]
+    list_display = ["name", "url", "tool_count", "refreshed_at", "last_error_text"]
     search_fields = ["name", "url"]
-    readonly_fields = ["headers_status", "refreshed_at", "last_error"]
+    readonly_fields = ["headers_status", "refreshed_at", "last_error_text"]
     actions = ["refresh_tools"]
     fieldsets = [
         (None, {"fields": ["tenant", "name", "slug", "url", "timeout_seconds", "private_network_allowed"]}),
         (_("Credentials"), {"fields": ["headers_status", "bearer_token", "extra_headers", "clear_headers"]}),
-        (_("Tools"), {"fields": ["refreshed_at", "last_error"]}),
+        (_("Tools"), {"fields": ["refreshed_at", "last_error_text"]}),
     ]
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
@@ -105,6 +106,11 @@ class ToolServerAdmin(TenantOwnedAdmin):
     @admin.display(description=_("token and headers"))
     def headers_status(self, obj: ToolServer | None) -> str:
         return gettext("set") if obj is not None and obj.has_headers else gettext("not set")
+
+    @admin.display(description=ToolServer._meta.get_field("last_error").verbose_name)
+    def last_error_text(self, obj: ToolServer | None) -> str:
+        """The last error with its technical detail as code (core.errortext)."""
+        return error_html(obj.last_error) if obj is not None else ""
 
     @admin.display(description=_("tools (enabled)"))
     def tool_count(self, obj: ToolServer) -> str:
@@ -128,7 +134,7 @@ class ToolServerAdmin(TenantOwnedAdmin):
         try:
             tools = tools_refresh(server)
         except ServerUnavailable as exc:
-            messages.error(request, str(exc))
+            messages.error(request, error_html(str(exc)))
             return
         messages.success(
             request,
@@ -136,4 +142,4 @@ class ToolServerAdmin(TenantOwnedAdmin):
             % {"server": server.name, "count": len(tools)},
         )
         if server.last_error:  # tools dropped or shortened, and why (toolservers.screening)
-            messages.warning(request, f"{server.name}: {server.last_error}")
+            messages.warning(request, error_html(f"{server.name}: {server.last_error}"))

@@ -41,6 +41,7 @@ from core.conf import setting
 from core.netguard import UnresolvedHost, check_url
 from llm.transports import PUBLIC_RECHECK_SECONDS, PinnedTransport
 from toolservers.bounded import BoundedTransport, Budget, cut_at
+from toolservers.reasons import mcp_error_text, reason, tool_error_text
 
 # Pages of a server's tool list read at most (a server that pages forever is cut off).
 MAX_LIST_PAGES = 20
@@ -151,15 +152,6 @@ async def open_session(connection: Connection, *, budget: Budget) -> AsyncIterat
         yield session
 
 
-def _reason(exc: BaseException) -> str:
-    """The innermost useful words of an error (anyio wraps a transport's errors in exception groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return _("the server answered HTTP %(status)s") % {"status": exc.response.status_code}
-    return str(exc) or type(exc).__name__
-
-
 async def guarded(connection: Connection, work: Any) -> Any:
     """Await `work` (a coroutine using the server) within the server's timeout; every failure becomes
     ServerUnavailable with a message naming the server."""
@@ -176,7 +168,7 @@ async def guarded(connection: Connection, work: Any) -> Any:
     except (Exception, BaseExceptionGroup) as exc:  # connection refused, HTTP errors, protocol errors
         raise ServerUnavailable(
             _("MCP server “%(name)s” could not be reached: %(reason)s")
-            % {"name": connection.name, "reason": _reason(exc)}
+            % {"name": connection.name, "reason": reason(exc)}
         ) from None
 
 
@@ -258,7 +250,7 @@ class _Held:
     async def get(self) -> ClientSession:
         await self._ready.wait()
         if self.session is None:
-            raise self.error or ServerUnavailable("closed")
+            raise self.error or ServerUnavailable(_("The session with the MCP server closed."))
         return self.session
 
     def usable(self) -> bool:
@@ -300,7 +292,7 @@ async def _call(connection: Connection, name: str, arguments: dict[str, Any]) ->
         if exc.code == CONNECTION_CLOSED:
             _drop(connection, held)
             raise
-        return CallResult(text=exc.error.message, is_error=True)  # an error answer (unknown tool...): the tool failed
+        return CallResult(text=mcp_error_text(exc), is_error=True)  # an error answer (unknown tool...): the tool failed
     except (Exception, BaseExceptionGroup, asyncio.CancelledError):
         # Broken, refused, or a call abandoned at its timeout (which can leave the session's transport closed):
         # the next call opens another session.
@@ -309,7 +301,9 @@ async def _call(connection: Connection, name: str, arguments: dict[str, Any]) ->
     text = result_text(result)
     if (cut := cut_at(result)) is not None:
         text = cut_result_text(text, cut)
-    return CallResult(text=text, is_error=bool(result.is_error))
+    if result.is_error:
+        return CallResult(text=tool_error_text(text), is_error=True)
+    return CallResult(text=text, is_error=False)
 
 
 async def call_tool(connection: Connection, name: str, arguments: dict[str, Any]) -> CallResult:

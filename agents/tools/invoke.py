@@ -109,8 +109,10 @@ async def invoke_tool(
 
 
 def refused(name: str, error: str, arguments: dict[str, Any] | None = None) -> ToolOutcome:
-    """A call that fails with `error` (the model reads "Error: " and it) without running the tool."""
-    return ToolOutcome(name, OutcomeStatus.FAILED, f"Error: {error}", arguments or {}, error=error)
+    """A call that fails with `error` (the model reads "Error: " and it, in the conversation's language) without
+    running the tool."""
+    text = _("Error: %(error)s") % {"error": error}
+    return ToolOutcome(name, OutcomeStatus.FAILED, text, arguments or {}, error=error)
 
 
 def with_call_ids(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:

@@ -79,6 +79,6 @@ class DeepThinkTool(Tool):
             )
         except LLMError as exc:
             raise ToolError(
-                _("The reasoning model could not answer (%(error)s); answer without it.") % {"error": exc}
+                _("The reasoning model could not answer (%(error)s); answer without it.") % {"error": exc.message}
             ) from None
         return ToolResult(content=conclusion_of(result.text), context={"deep_think_model": choice.model})

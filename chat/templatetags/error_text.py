@@ -1,0 +1,16 @@
+"""`{{ text|error_text }}`: an error as a page shows it, its technical detail (in backticks, core.errortext) as
+code."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.safestring import SafeString
+
+from core.errortext import error_html
+
+register = template.Library()
+
+
+@register.filter(name="error_text")
+def error_text(text: str) -> SafeString:
+    return error_html(text)
