@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import tomllib
 import uuid
 import weakref
@@ -44,6 +43,8 @@ from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, Lis
 from agents.models import Agent
 from agents.runtime import TurnStatus
 from api.keys import KeyAccess, KeyRefused
+from api.mcp_names import aliases, tool_names
+from api.mcp_progress import TurnProgress
 from api.models import KeyScope
 from api.throttling import authorize
 from core.conf import setting
@@ -62,8 +63,7 @@ REFUSED = -32010
 REFUSED_BODY_MAX_BYTES = 65536
 ACCESS_KEY = "agentplat.key_access"
 LANGUAGE_KEY = "agentplat.language"
-# What an MCP tool name may be (the spec's characters and length); an agent whose slug is not one is agent_<id>.
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+STREAMS_KEY = "agentplat.streams"
 INPUT_SCHEMA = {
     "type": "object",
     "properties": {
@@ -90,16 +90,18 @@ def _platform_version() -> str:
 VERSION = _platform_version()
 
 
-def tool_name(agent: Agent) -> str:
-    return agent.slug if _TOOL_NAME.match(agent.slug) else f"agent_{agent.pk}"
+def _names() -> dict[int, str]:
+    """The tool name of each agent of the current tenant (api.mcp_names), by id."""
+    return tool_names(Agent.objects.values_list("pk", "slug"))
 
 
 def _agent_tools(access: KeyAccess) -> list[Tool]:
     with tenant_scope(access.tenant):
         agents = list(access.agents().order_by("name"))
+        names = _names()
     return [
         Tool(
-            name=tool_name(agent),
+            name=names[agent.pk],
             title=agent.name,
             description=agent.description or _("Ask the agent “%(name)s”.") % {"name": agent.name},
             input_schema=INPUT_SCHEMA,
@@ -151,17 +153,23 @@ def _arguments(arguments: Any) -> _Call:
 
 
 def _agent(access: KeyAccess, name: str) -> Agent:
-    """The agent the tool `name` stands for, among the key's; an unknown tool is the protocol's error (-32602, as
-    the MCP specification answers an unknown tool), not a tool result."""
+    """The agent the tool `name` stands for, among the key's (by its name, else by a name it had: api.mcp_names); an
+    unknown tool is the protocol's error (-32602, as the MCP specification answers an unknown tool), not a tool
+    result."""
     with tenant_scope(access.tenant):
-        agent = next((a for a in access.agents() if tool_name(a) == name), None)
+        agents, names = list(access.agents()), _names()
+    agent = next((a for a in agents if names.get(a.pk) == name), None)
+    if agent is None:
+        agent = next((a for a in agents if name in aliases(a.pk, a.slug, names.get(a.pk, ""))), None)
     if agent is None:
         message = _("No agent “%(name)s” for this key: list the tools again.") % {"name": name}
         raise MCPError(INVALID_PARAMS, message, data={"tool": name})
     return agent
 
 
-async def _call_agent(access: KeyAccess, params: CallToolRequestParams) -> CallToolResult:
+async def _call_agent(
+    access: KeyAccess, params: CallToolRequestParams, progress: TurnProgress | None = None
+) -> CallToolResult:
     agent = await database_sync_to_async(_agent)(access, params.name)
     try:
         call = _arguments(params.arguments)
@@ -169,11 +177,17 @@ async def _call_agent(access: KeyAccess, params: CallToolRequestParams) -> CallT
         return failed(str(exc))
     decision = await admission.admit(
         caller=access.caller(ConversationSource.MCP), target=Target(agent=agent, conversation_id=call.conversation_id),
-        content=call.message, client_id=f"mcp-{uuid.uuid4().hex}",
+        content=call.message, client_id=f"mcp-{uuid.uuid4().hex}", also=progress,
     )  # fmt: skip
     if isinstance(decision, Refusal):
         return failed(decision.message, code=str(decision.code))
-    result = await decision.submission.task
+    if progress is not None:
+        progress.start()
+    try:
+        result = await decision.submission.task
+    finally:
+        if progress is not None:
+            await progress.stop()  # the result is the stream's last message
     if result is None or result.status == TurnStatus.FAILED:
         return failed(errors.message_for((result.error_code if result else "") or errors.PROVIDER_ERROR))
     reply, conversation_id = result.message.content, decision.conversation.pk
@@ -185,9 +199,17 @@ async def _call_agent(access: KeyAccess, params: CallToolRequestParams) -> CallT
     )
 
 
+def _progress(ctx: Any, access: KeyAccess) -> TurnProgress | None:
+    """The call's progress reporter: when it asked for progress (a token) and is answered as a stream."""
+    token = (ctx.meta or {}).get("progress_token")
+    if token is None or not ctx.request.scope.get(STREAMS_KEY):
+        return None
+    return TurnProgress(ctx.session, token, ctx.request_id, access.tenant, _language(ctx))
+
+
 async def call_agent_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
     with translation.override(_language(ctx)):
-        return await _call_agent(_access(ctx), params)
+        return await _call_agent(_access(ctx), params, _progress(ctx, _access(ctx)))
 
 
 def _server() -> Server:
@@ -195,18 +217,23 @@ def _server() -> Server:
 
 
 class _Running:
-    """One session manager running in one event loop (its task group lives in a task of that loop)."""
+    """The session managers running in one event loop (their task groups live in a task of that loop): one answers
+    JSON, the other SSE (a tools/call that asked for progress)."""
 
     def __init__(self) -> None:
         # Host and origin are checked by mount_mcp against ALLOWED_HOSTS, as Django checks them.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        self.manager = StreamableHTTPSessionManager(app=_server(), json_response=True, stateless=True,
-                                                    security_settings=security)  # fmt: skip
+        self.json, self.sse = (
+            StreamableHTTPSessionManager(
+                app=_server(), json_response=json_response, stateless=True, security_settings=security
+            )
+            for json_response in (True, False)
+        )
         self.started = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run(), name="mcp-session-manager")
 
     async def _run(self) -> None:
-        async with self.manager.run():
+        async with self.json.run(), self.sse.run():
             self.started.set()
             await asyncio.Event().wait()  # until the loop ends (the task is cancelled with it)
 
@@ -214,14 +241,50 @@ class _Running:
 _running: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Running] = weakref.WeakKeyDictionary()
 
 
-async def session_manager() -> StreamableHTTPSessionManager:
-    """The running session manager of this event loop (started on first use)."""
+async def session_manager(streams: bool = False) -> StreamableHTTPSessionManager:
+    """The running session manager of this event loop (started on first use): the SSE one when `streams`."""
     loop = asyncio.get_running_loop()
     running = _running.get(loop)
     if running is None:
         running = _running[loop] = _Running()
     await running.started.wait()
-    return running.manager
+    return running.sse if streams else running.json
+
+
+async def _body(receive: ASGIReceiveCallable) -> bytes:
+    """The request's whole body (the MCP transport reads it whole too)."""
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return body
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
+def _replay(body: bytes, receive: ASGIReceiveCallable) -> ASGIReceiveCallable:
+    """`receive` with the body already read handed out again first."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Any:
+        return pending.pop() if pending else await receive()
+
+    return replayed
+
+
+def wants_progress(body: bytes, accept: str | None) -> bool:
+    """Whether the request is a tools/call with `_meta.progressToken` from a client that takes an SSE answer."""
+    if b"progressToken" not in body or "text/event-stream" not in (accept or ""):
+        return False
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return False
+    params = request.get("params") if isinstance(request, dict) and request.get("method") == "tools/call" else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return isinstance(token, str | int) and not isinstance(token, bool)
 
 
 async def _request_id(receive: ASGIReceiveCallable) -> str | int | None:
@@ -316,8 +379,11 @@ async def mcp_endpoint(scope: Scope, receive: ASGIReceiveCallable, send: ASGISen
             message, headers = _key_refusal(exc)
         await _refuse(receive, send, exc.status, exc.code, message, headers)
         return
-    manager = await session_manager()
-    await manager.handle_request({**scope, ACCESS_KEY: access, LANGUAGE_KEY: language}, receive, send)
+    body = await _body(receive)
+    streams = scope["method"] == "POST" and wants_progress(body, _header(scope, b"accept"))
+    manager = await session_manager(streams)
+    scope = {**scope, ACCESS_KEY: access, LANGUAGE_KEY: language, STREAMS_KEY: streams}
+    await manager.handle_request(scope, _replay(body, receive), send)
 
 
 def _origin_allowed(origin: str | None) -> bool:

@@ -60,11 +60,26 @@ def test_tools_are_the_keys_published_agents(asgi_live_server, published, tenant
     _key, secret = make_key(tenant_admin, scopes=MCP_SCOPES)
     tools = _run(asgi_live_server, secret, lambda session: session.list_tools()).tools
     by_name = {tool.name: tool for tool in tools}
-    assert set(by_name) == {published.solar.slug, f"agent_{published.pv.pk}"}  # a Chinese slug: agent_<id>
-    assert by_name[f"agent_{published.pv.pk}"].title == "光伏测算"
+    # A Chinese API name is transliterated (it was agent_<id>); the title keeps the agent's name.
+    assert set(by_name) == {published.solar.slug, "guang-fu-ce-suan"}
+    assert (published.solar.slug, published.pv.slug) == ("solar-advisor", "光伏测算")
+    assert by_name["guang-fu-ce-suan"].title == "光伏测算"
+    assert by_name[published.solar.slug].title == "Solar advisor"
     assert by_name[published.solar.slug].input_schema["required"] == ["message"]
     _key, narrow = make_key(tenant_admin, scopes=MCP_SCOPES, agents=[published.solar])
     assert _run(asgi_live_server, narrow, _names) == [published.solar.slug]
+
+
+def test_a_name_a_client_stored_before_still_calls_its_agent(asgi_live_server, published, tenant_admin, make_key):
+    """Clients keep tool names (Claude Desktop's allowed tools): agent_<id>, the name of a Chinese-named agent until
+    now, still calls it; so does `<name>-<id>`."""
+    _key, secret = make_key(tenant_admin, scopes=MCP_SCOPES)
+    for name in (f"agent_{published.pv.pk}", f"guang-fu-ce-suan-{published.pv.pk}", "guang-fu-ce-suan"):
+        result = _run(asgi_live_server, secret, _call(name, message="多少块板？"))
+        assert not result.is_error and result.content[0].text == "You said: 多少块板？"
+        with all_tenants(reason="test reads what was stored"):
+            conversation = Conversation.objects.get(pk=result.structured_content["conversation_id"])
+        assert conversation.agent_id == published.pv.pk
 
 
 def test_listing_follows_publishing_at_once(asgi_live_server, published, tenant, tenant_admin, make_key):
