@@ -12,7 +12,9 @@ class AgentsConfig(AppConfig):
         from agents.demo import seed_demo_agents
         from agents.goal import kind  # noqa: F401 - the long-lived goal agent kind, its tasks and its card
         from agents.tools import builtin  # noqa: F401 - registers the built-in tools
+        from agents.tools.registry import get_tool
         from agents.workflows import agent_kind  # noqa: F401 - the workflow agent kind
+        from llm.demo import register_tool_labels
         from tenants.demo import register_demo_seeder
         from tenants.navigation import HomeCard, register_card
 
@@ -27,3 +29,5 @@ class AgentsConfig(AppConfig):
             )
         )
         register_demo_seeder(seed_demo_agents)
+        # The offline demo model calls a tool a user names by its label (llm.demo).
+        register_tool_labels(lambda name: (tool.label_en, tool.label_zh) if (tool := get_tool(name)) else ())

@@ -2,6 +2,9 @@
 
 Used by `make run` when no OPENAI_API_KEY / OPENAI_BASE_URL is set; labelled everywhere as
 "演示模型（离线脚本）/ Demo model (offline, scripted)". Importable without Django (the fake server uses it).
+
+The demo model knows a tool by the labels pages show for it, as a user calls it ("知识库检索", "Menu lookup"): the
+agents app, a floor above, registers where they are read (`register_tool_labels`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from core.registry import Slot
 from llm.script import ScriptEngine, load_script
+from llm.script_tools import ToolLabels
 
 if TYPE_CHECKING:
     from tenants.models import Tenant
@@ -21,10 +26,25 @@ if TYPE_CHECKING:
 DEMO_SCRIPT_PATH = Path(__file__).resolve().parent / "scripts" / "demo.yaml"
 
 
+_labels: Slot[ToolLabels] = Slot(
+    "the tools' labels for the demo model (llm.demo)", filled_by="the agents app (agents.apps)", required=False
+)
+
+
+def register_tool_labels(labels: ToolLabels) -> None:
+    """`labels(name)` is a tool's labels in every language (empty when unknown); called from AppConfig.ready()."""
+    _labels.register(labels)
+
+
+def tool_labels(name: str) -> Sequence[str]:
+    """The labels of the tool `name` that the demo model knows it by (none before the agents app registers them)."""
+    return _labels.get()(name) if _labels.filled else ()
+
+
 @functools.cache
 def demo_engine() -> ScriptEngine:
     """The process's demo script engine (loaded once)."""
-    return ScriptEngine(load_script(DEMO_SCRIPT_PATH))
+    return ScriptEngine(load_script(DEMO_SCRIPT_PATH), labels=tool_labels)
 
 
 def seed_demo_providers(tenants: Sequence[Tenant], write: Callable[[str], None]) -> None:

@@ -14,18 +14,23 @@ rules:
     times: 1                                # used once, then the next matching rule answers
     reply: {error: {status: 429, retry_after: 0.01}}
 ```
-Reply keys: text, text_tokens (a generated text of exactly N tokens), tool_calls, finish_reason, delay, first_delay,
-chunk_size, stall (seconds before the response starts: a timeout), drop_after (chunks, then the connection drops),
-malformed_tool_json, usage (false: no usage chunk even when asked for), interleave_tool_calls, raw (true: answer as
-written, none of the conventions below), error {status, message, code, type, retry_after}. Text may use
-{last_message}, {system_prompt} and {model}.
+Conditions also: last_user_message, and names_tool (true: the user's last message names one of the offered tools,
+by its name, a label or words of its description, llm/script_tools.py; the engine's `labels` give the labels).
+Reply keys: text, text_tokens (a generated text of exactly N tokens), tool_calls, call_named_tool (true: call the
+tool the message names), finish_reason, delay, first_delay, chunk_size, stall (seconds before the response starts:
+a timeout), drop_after (chunks, then the connection drops), malformed_tool_json, usage (false: no usage chunk even
+when asked for), interleave_tool_calls, raw (true: answer as written, none of the conventions below), error
+{status, message, code, type, retry_after}. Text may use {last_message}, {system_prompt} and {model}.
 
 Conventions every script follows (as a real model would), unless the rule says `raw: true`:
-- a request that forces a tool (`tool_choice` "required" or a named function), or whose last message is the user's
-  and says "use the tool NAME" / "call the tool NAME" for an offered tool, gets a call of that tool; its
-  arguments follow the tool's JSON schema, each property read from "property: value" in the message;
-- `response_format` json_schema gets a JSON object of that schema (filled the same way), json_object the
-  rule's text as {"reply": text} (or the text itself when it is a JSON object);
+- a request that forces a tool (a named function as `tool_choice`; "required": the tool the message names, else the
+  first), or whose last message is the user's and says "use the tool NAME" / "call the tool NAME" for an offered
+  tool, gets a call of that tool; its arguments follow the tool's JSON schema, each property read from the message
+  ("property: value", an enum value it mentions, a number it gives; script_tools.tool_arguments);
+- `tool_choice` "none": a rule that calls tools does not answer, the next one does;
+- `response_format` json_schema gets a JSON object of that schema (filled the same way), json_object a JSON object
+  that fits the request (the keys it asks for, the tool result, its "key: value" pairs; else {"reply": text};
+  script_tools.json_object_for);
 - `max_tokens` cuts the text to that many tokens (finish_reason "length"); `stop` cuts it before the first stop
   sequence.
 The named groups of a `regex` condition (`(?P<dish>...)`) can be used as {dish} in the text and in tool-call
@@ -51,6 +56,7 @@ import yaml
 
 from llm import tokens
 from llm.messages import ChatMessage
+from llm.script_tools import ToolLabels, json_object_for, named_tool, offered_tools, schema_value, tool_arguments
 
 DEFAULT_MODEL = "scripted"
 
@@ -163,8 +169,9 @@ class Rule:
     times: int | None = None
     used: int = 0
 
-    def matches(self, request: Mapping[str, Any]) -> bool:
-        if self.times is not None and self.used >= self.times:
+    def matches(self, request: Mapping[str, Any], named: str | None = None) -> bool:
+        """Whether the rule answers `request`; `named` is the offered tool the user's last message names."""
+        if not self._may_answer(request, named):
             return False
         messages = list(request.get("messages") or [])
         last = messages[-1] if messages else {}
@@ -188,6 +195,14 @@ class Rule:
             if key == "has_tools" and bool(request.get("tools")) != bool(condition):
                 return False
         return True
+
+    def _may_answer(self, request: Mapping[str, Any], named: str | None) -> bool:
+        """The rule has uses left, calls no tool when the request allows none, and names a tool if it needs one."""
+        if self.times is not None and self.used >= self.times:
+            return False
+        if self.reply.get("tool_calls") and request.get("tool_choice") == "none" and not self.reply.get("raw"):
+            return False  # the request allows no tool call: the next rule answers, as a model would in words
+        return "names_tool" not in self.when or bool(named) == bool(self.when["names_tool"])
 
     def captures(self, request: Mapping[str, Any]) -> dict[str, str]:
         """The named groups of the rule's regex conditions, matched against the request."""
@@ -278,91 +293,36 @@ def _substitute(text: str, request: Mapping[str, Any], captures: Mapping[str, st
 _USE_TOOL = re.compile(r"\b(?:use|call)\s+(?:the\s+)?tool\s+[`'\"“]?(?P<name>[\w.-]+)", re.IGNORECASE)
 
 
-def _offered(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """The offered function tools, by name."""
-    offered = {}
-    for tool in request.get("tools") or []:
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if isinstance(function, Mapping) and function.get("name"):
-            offered[str(function["name"])] = function
-    return offered
-
-
-def _said(prop: str, text: str) -> str | None:
-    """The value the text gives a property as "prop: value" or "prop = value" (quoted, or up to , ; or a line end)."""
-    match = re.search(rf"\b{re.escape(prop)}\s*[:=]\s*(?:\"([^\"]*)\"|([^,;\n]+))", text, re.IGNORECASE)
-    if match is None:
-        return None
-    return (match.group(1) if match.group(1) is not None else match.group(2)).strip().rstrip(".")
-
-
-def _scalar(kind: str, said: str | None, schema: Mapping[str, Any], text: str) -> Any:
-    if kind in ("integer", "number"):
-        found = re.search(r"-?\d+(?:\.\d+)?", said if said is not None else text)
-        number = float(found.group()) if found else 0
-        return int(number) if kind == "integer" else number
-    if kind == "boolean":
-        return (said or "").lower() in ("true", "yes", "1")
-    if kind == "null":
-        return None
-    if schema.get("enum"):
-        return said if said in schema["enum"] else schema["enum"][0]
-    return said if said is not None else text
-
-
-def schema_value(schema: Mapping[str, Any], text: str, root: Mapping[str, Any] | None = None, prop: str = "") -> Any:
-    """A deterministic value of a JSON schema, read from `text` ("property: value"): what the scripted model
-    answers for a structured output or a tool's arguments."""
-    root = root or schema
-    if "$ref" in schema:
-        target: Any = root
-        for part in str(schema["$ref"]).lstrip("#/").split("/"):
-            target = target.get(part, {}) if isinstance(target, Mapping) else {}
-        return schema_value(target, text, root, prop)
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = [option for option in schema.get(key) or [] if option.get("type") != "null"]
-        if options:
-            return schema_value(options[0], text, root, prop)
-    kind = schema.get("type", "object" if "properties" in schema else "string")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if kind == "object":
-        properties = schema.get("properties") or {}
-        return {name: schema_value(sub, text, root, name) for name, sub in properties.items()}
-    said = _said(prop, text) if prop else None
-    if kind == "array":
-        if said is None:
-            return []
-        item = schema.get("items") or {}
-        return [_scalar(item.get("type", "string"), part.strip(), item, text) for part in said.split("|")]
-    return _scalar(kind, said, schema, text)
-
-
-def _forced_tool(request: Mapping[str, Any], offered: Mapping[str, Any], text: str) -> str | None:
+def _forced_tool(request: Mapping[str, Any], offered: Mapping[str, Any], text: str, named: str | None) -> str | None:
+    """The tool the request forces: the named function of `tool_choice`; with "required", the one the message
+    names (`named`), else the first; the one the message asks for by "use the tool NAME"."""
     choice = request.get("tool_choice")
     if choice == "none":
         return None
     if isinstance(choice, Mapping):
         return (choice.get("function") or {}).get("name")
-    named = next((m.group("name") for m in _USE_TOOL.finditer(text) if m.group("name") in offered), None)
-    if named is None and choice == "required" and offered:
-        return next(iter(offered))
-    return named
+    asked = next((m.group("name") for m in _USE_TOOL.finditer(text) if m.group("name") in offered), None)
+    if asked is None and choice == "required" and offered:
+        return named or next(iter(offered))
+    return asked
 
 
-def with_conventions(request: Mapping[str, Any], reply: Mapping[str, Any]) -> dict[str, Any]:
-    """The reply as the conventions of the module docstring change it (client tools, response_format)."""
+def with_conventions(request: Mapping[str, Any], reply: Mapping[str, Any], named: str | None = None) -> dict[str, Any]:
+    """The reply as the conventions of the module docstring change it (client tools, response_format); `named` is
+    the offered tool the user's last message names (script_tools.named_tool), for `call_named_tool` and "required"."""
     reply = dict(reply)
     if reply.get("raw"):
         return reply
     messages = list(request.get("messages") or [])
     last = messages[-1] if messages else {}
-    offered = _offered(request)
+    offered = offered_tools(request)
     if offered and last.get("role") == "user":
         text = _text(last.get("content"))
-        name = _forced_tool(request, offered, text)
+        name = _forced_tool(request, offered, text, named)
+        if name not in offered and reply.get("call_named_tool") and request.get("tool_choice") != "none":
+            name = named
         if name in offered:
-            arguments = schema_value(offered[name].get("parameters") or {}, text)
+            arguments = tool_arguments(offered[name].get("parameters") or {}, text)
             return {**reply, "text": "", "text_tokens": 0, "tool_calls": [{"name": name, "arguments": arguments}]}
     if reply.get("tool_calls"):
         return reply
@@ -377,13 +337,18 @@ def with_conventions(request: Mapping[str, Any], reply: Mapping[str, Any]) -> di
     return reply
 
 
-def _json_object_text(text: str) -> str:
-    """The text when it is a JSON object, else {"reply": text}."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    return text if isinstance(value, dict) else json.dumps({"reply": text}, ensure_ascii=False)
+def _json_object_text(text: str, request: Mapping[str, Any]) -> str:
+    """The reply of a json_object request: a JSON object that fits it (script_tools.json_object_for), read from the
+    system prompt, the user's last message and the tool result that came after it."""
+    messages = list(request.get("messages") or [])
+    index = _last_user_index(messages)
+    message = _text(messages[index].get("content")) if index >= 0 else ""
+    system = "\n".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+    results = [_text(m.get("content")) for m in messages[index + 1 :] if m.get("role") == "tool"]
+    value = json_object_for(
+        instructions=f"{system}\n{message}", message=message, answer=text, tool_result=results[-1] if results else None
+    )
+    return json.dumps(value, ensure_ascii=False)
 
 
 def limited(text: str, request: Mapping[str, Any], model: str) -> tuple[str, str | None]:
@@ -405,8 +370,10 @@ def limited(text: str, request: Mapping[str, Any], model: str) -> tuple[str, str
 class ScriptEngine:
     """Answers chat requests from a script. Thread-safe: the rule counters are shared by concurrent requests."""
 
-    def __init__(self, script: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, script: Mapping[str, Any] | None = None, *, labels: ToolLabels | None = None) -> None:
         self._lock = threading.Lock()
+        # The labels people call tools by, beside their names (the demo model is given the agents', llm.demo).
+        self.labels = labels
         self.load(script or {"rules": []})
 
     @classmethod
@@ -433,17 +400,26 @@ class ScriptEngine:
     def models(self) -> list[str]:
         return list(self.script.get("models") or [DEFAULT_MODEL])
 
-    def _choose(self, request: Mapping[str, Any]) -> Rule | None:
+    def named(self, request: Mapping[str, Any]) -> str | None:
+        """The offered tool the request's last message, the user's, names (None: none, or tool_choice "none")."""
+        offered = offered_tools(request)
+        messages = list(request.get("messages") or [])
+        if not offered or not messages or messages[-1].get("role") != "user" or request.get("tool_choice") == "none":
+            return None
+        return named_tool(_text(messages[-1].get("content")), offered, self.labels)
+
+    def _choose(self, request: Mapping[str, Any], named: str | None) -> Rule | None:
         with self._lock:
             for rule in self.rules:
-                if rule.matches(request):
+                if rule.matches(request, named):
                     rule.used += 1
                     return rule
         return None
 
     def plan(self, request: Mapping[str, Any]) -> ErrorPlan | ReplyPlan:
         """How to answer `request` (an OpenAI chat-completions body)."""
-        rule = self._choose(request)
+        named = self.named(request)
+        rule = self._choose(request, named)
         captures: dict[str, str] = {}
         if rule is None:
             reply: dict[str, Any] = {"text": self.script.get("fallback", "(no rule of the script matched)")}
@@ -452,7 +428,7 @@ class ScriptEngine:
             captures = rule.captures(request)
         if "error" in reply:
             return self._error_plan(reply)
-        return self._reply_plan(request, with_conventions(request, reply), captures)
+        return self._reply_plan(request, with_conventions(request, reply, named), captures)
 
     def _error_plan(self, reply: Mapping[str, Any]) -> ErrorPlan:
         error = dict(reply["error"])
@@ -479,7 +455,7 @@ class ScriptEngine:
         if reply.get("text_tokens"):
             text = text_of_tokens(int(reply["text_tokens"]), count_model)
         if reply.get("json_object"):
-            text = _json_object_text(text)
+            text = _json_object_text(text, request)
         text, cut = limited(text, request, count_model)
         tool_calls = []
         for number, call in enumerate(reply.get("tool_calls") or []):
