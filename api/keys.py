@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 from agents.models import Agent
 from api.models import ApiKey, KeyScope
@@ -43,6 +45,22 @@ def new_secret() -> tuple[str, str]:
     return prefix, f"{prefix}.{secrets.token_urlsafe(32)}"
 
 
+def scope_name(scope: str) -> str:
+    """A scope's short name in the active language: its label (KeyScope) up to the colon ("read", "读取")."""
+    try:
+        label = str(KeyScope(scope).label)
+    except ValueError:
+        return scope
+    return re.split(r"[:：]", label, maxsplit=1)[0].strip()
+
+
+def scope_names(scopes: Iterable[str]) -> list[str]:
+    """The short names of `scopes`, in KeyScope's order."""
+    order = list(KeyScope.values)
+    ordered = sorted(scopes, key=lambda scope: order.index(scope) if scope in order else len(order))
+    return [scope_name(scope) for scope in ordered]
+
+
 def key_create(
     *,
     tenant: Tenant,
@@ -56,9 +74,8 @@ def key_create(
     scopes = sorted({str(scope) for scope in scopes})
     unknown = set(scopes) - set(KeyScope.values)
     if not scopes or unknown:
-        raise ValidationError(
-            {"scopes": _("Choose at least one of: %(scopes)s.") % {"scopes": ", ".join(KeyScope.values)}}
-        )
+        names = pgettext("list separator", ", ").join(scope_names(KeyScope.values))
+        raise ValidationError({"scopes": _("Choose at least one of: %(scopes)s.") % {"scopes": names}})
     agents = list(agents)
     if any(agent.tenant_id != tenant.pk for agent in agents):
         raise ValidationError({"agents": _("Choose agents of this tenant.")})
