@@ -135,10 +135,19 @@ def row(label: str, level: dict[str, Any], cpu: dict[str, float | None] | None) 
     errors = ",".join(f"{k}:{v}" for k, v in level["errors"].items()) or "-"
     daphne_text = f"{daphne:.0f}" if daphne is not None else "-"
     host_text = f"{host:.0f}" if host is not None else "-"
+    per_turn = cpu_ms_per_turn(level, daphne)
+    per_turn_text = f"{per_turn:.1f}" if per_turn is not None else "-"
     return (
         f"{label:<28} {level['completed']:>5}/{level['expected']:<5} {level['per_s']:>8.1f} "
-        f"{level['p50_ms']:>8.0f} {level['p95_ms']:>8.0f} {daphne_text:>8} {host_text:>6}  {errors}"
+        f"{level['p50_ms']:>8.0f} {level['p95_ms']:>8.0f} {daphne_text:>8} {per_turn_text:>8} {host_text:>6}  {errors}"
     )
+
+
+def cpu_ms_per_turn(level: dict[str, Any], percent: float | None) -> float | None:
+    """Milliseconds of server CPU per completed turn: its % of one core over the level's wall time, per turn."""
+    if not percent or not level["completed"]:
+        return None
+    return percent / 100 * level["seconds"] * 1000 / level["completed"]
 
 
 async def run(args: argparse.Namespace, servers: list[Any], secret: str, model: str, model_base: str) -> list[dict]:
@@ -148,7 +157,10 @@ async def run(args: argparse.Namespace, servers: list[Any], secret: str, model: 
     pids = {f"daphne {s.port}": s.pid for s in servers}
     # Warm-up, not measured: imports, pools, caches.
     await run_level(urls, headers, model, len(servers) * 2, len(servers) * 10, stream=False)
-    print(f"{'':<28} {'done':>11} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'Daphne%':>8} {'host%':>6}  errors")
+    print(
+        f"{'':<28} {'done':>11} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'Daphne%':>8} {'CPU ms':>8} {'host%':>6}"
+        "  errors"
+    )
     results = []
     for concurrency in args.levels:
         for stream in (False, True):

@@ -13,6 +13,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from api.mcp_server import mount_mcp  # noqa: E402
+from config.api_handler import route_api  # noqa: E402
 from config.body_limit import install as install_body_limit  # noqa: E402
 from config.origin import SameOriginValidator  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
@@ -31,8 +32,9 @@ gc.freeze()
 
 application = ProtocolTypeRouter(
     {
-        # /mcp: the agents as an MCP server (api.mcp_server); everything else: Django.
-        "http": mount_mcp(django_asgi_app),
+        # /mcp: the agents as an MCP server (api.mcp_server); key requests (/v1, /api with a Bearer key): Django
+        # with API_MIDDLEWARE (config.api_handler); everything else: Django with MIDDLEWARE.
+        "http": mount_mcp(route_api(django_asgi_app)),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -110,6 +110,12 @@ MIDDLEWARE = [
     # Last: turns a locked-out login (too many wrong passwords) into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
+# The chain of the OpenAI-compatible endpoint (/v1) under Daphne: no session, CSRF, messages or lock-out, each a
+# thread hop per request (config.api_handler). Async-capable middleware only.
+API_MIDDLEWARE = [
+    "config.proxy.ForwardedHeadersMiddleware",
+    "config.api_handler.LanguageMiddleware",
+]
 
 # Content-Security-Policy: scripts and everything else from this site only (no inline script: pages load their
 # scripts from static/ and read data from json_script blocks); inline style attributes stay allowed (the admin's
