@@ -9,13 +9,12 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AbstractBaseUser
-from django.utils.translation import gettext as _
 
 from agents import frames
 from agents.config import conversation_config
 from agents.limits import MessageLimit, message_limit
 from agents.models import Agent
-from agents.tools import get_tool
+from agents.progress import ProgressLine, step_status_labels
 from core.markdown import render_markdown
 from engine.streams import get_frame_log
 from llm.errors import message_for
@@ -46,41 +45,21 @@ def conversation_message_limit(*, conversation: Conversation) -> MessageLimit:
     return message_limit(conversation_config(conversation))
 
 
-def tool_status_labels() -> dict[str, str]:
-    """A tool call's progress line by its outcome, in the active language (%(name)s: the tool's label)."""
-    return {
-        "started": _("Tool “%(name)s” running…"),
-        "completed": _("Tool “%(name)s” finished"),
-        "failed": _("Tool “%(name)s” failed"),
-        "interrupted": _("Tool “%(name)s” asked you a question"),
-    }
-
-
-def workflow_step_line_labels() -> dict[str, str]:
-    """A workflow step's progress line by its outcome (%(name)s: the step type's or its tool's label)."""
-    return {
-        "started": _("Step “%(name)s” running…"),
-        "completed": _("Step “%(name)s” finished"),
-        "failed": _("Step “%(name)s” failed"),
-        "interrupted": _("Step “%(name)s” is waiting for your answer"),
-    }
-
-
 @dataclass
 class ToolLine:
-    """One tool call of a reply as its progress line: what static/js/chat.js shows live for the call's last frame."""
+    """One tool call (or workflow step) of a reply as its progress line: what static/js/chat.js shows live for the
+    call's last frame."""
 
     call_id: str
     name: str
     status: str = "started"
+    step_type: str = ""
+    tool: str = ""
 
     @property
     def text(self) -> str:
         """The line in the active language, naming the tool by its label (the identifier is the line's title)."""
-        tool = get_tool(self.name)
-        label = tool.label() if tool is not None else self.name
-        labels = tool_status_labels()
-        return labels.get(self.status, labels["started"]) % {"name": label}
+        return ProgressLine(self.name, self.status, self.step_type, self.tool).text
 
 
 @dataclass
@@ -236,18 +215,6 @@ def stream_resume_seq(*, conversation_id: int) -> int:
 
 
 # The plan panel (static/js/chat.js builds the same cards live from `plan` and `step` frames).
-
-
-def step_status_labels() -> dict[str, str]:
-    """A plan step's badge by its status, in the active language (an interrupted step waits for the user)."""
-    return {
-        "not_started": _("not started"),
-        "in_progress": _("in progress"),
-        "completed": _("completed"),
-        "interrupted": _("Waiting for your answer"),
-        "failed": _("failed"),
-        "stopped": _("stopped"),
-    }
 
 
 @dataclass

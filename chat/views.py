@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from agents import progress
 from agents.models import Agent
 from agents.selectors import agent_get
 from agents.services import conversation_start as start_conversation
@@ -32,12 +33,12 @@ def page_labels(tenant: Tenant) -> dict[str, object]:
     return {
         "tokens": _("Tokens: %(prompt)s prompt + %(completion)s completion"),
         # A progress line names the tool (or the workflow step) by its label, never by its identifier.
-        "toolStatus": selectors.tool_status_labels(),
-        "stepLine": selectors.workflow_step_line_labels(),
+        "toolStatus": progress.tool_status_labels(),
+        "stepLine": progress.workflow_step_line_labels(),
         "toolNames": tool_labels(tenant=tenant),  # the tenant's MCP tools too
         "stepTypes": step_type_labels(),
         "step": _("Step %(index)s"),
-        "stepStatus": selectors.step_status_labels(),
+        "stepStatus": progress.step_status_labels(),
         "incomplete": _("This reply is incomplete."),
         "failed": _("This reply failed."),
         "stopping": _("Stopping…"),

@@ -87,7 +87,8 @@ class _StepSink:
             return frames.Logged(None, frame)
         if isinstance(frame, frames.Tool) and frame.status != frames.ToolStatus.STARTED:
             await self._log(LogKind.TOOL_CALL, {"name": frame.name, "call_id": frame.call_id, "status": frame.status,
-                                                "arguments": frame.arguments, "result": frame.result})  # fmt: skip
+                                                "arguments": frame.arguments, "result": frame.result,
+                                                "step_type": frame.step_type, "tool": frame.tool})  # fmt: skip
         return await self.sink.emit(frame)
 
     async def _log(self, kind: str, data: dict[str, Any]) -> None:

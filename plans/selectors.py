@@ -14,6 +14,8 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
+from agents.progress import ProgressLine, step_status_labels
+from agents.tools import tool_labels
 from memory.links import conversation_page
 from memory.models import Conversation
 from plans.models import LogKind, Plan, PlanLog, PlanStatus, PlanStep, StepRecord, StepStatus
@@ -53,8 +55,9 @@ def access_plan(
 
 
 def status_label(value: Any) -> str:
-    """A plan's or step's status (also a tool call's, which uses the same words) in the reader's language."""
-    labels = {**dict(PlanStatus.choices), **dict(StepStatus.choices)}
+    """A plan's or step's status in the reader's language, in the chat's words (agents.progress: an interrupted
+    step or plan waits for the user's answer)."""
+    labels = {**dict(PlanStatus.choices), **dict(StepStatus.choices), **step_status_labels()}
     return str(labels.get(value, value or ""))
 
 
@@ -117,23 +120,46 @@ def _result(value: Any, limit: int) -> SafeString:
     return format_html("<code>{}</code>", text) if text[:1] in "{[" else format_html("{}", text)
 
 
-def _tool_call_summary(data: dict[str, Any]) -> SafeString:
-    line = format_html("<code>{}({})</code>", data.get("name", ""), _short(data.get("arguments") or {}, 80))
-    if data.get("status"):
-        line = format_html("{} {}", line, status_label(data["status"]))
+def _field_value(value: Any) -> SafeString:
+    """An argument's value: text as it is, data (numbers, lists, objects) as code."""
+    if isinstance(value, str):
+        return format_html("{}", _short(value, 80))
+    return format_html("<code>{}</code>", _short(value, 80))
+
+
+def argument_fields(arguments: Any) -> SafeString:
+    """A call's arguments as `name: value` fields (the name is the tool's own identifier, shown as code)."""
+    if not isinstance(arguments, dict):
+        return format_html("<code>{}</code>", _short(arguments, 80)) if arguments else format_html("")
+    return format_html_join(
+        "",
+        '<span class="plan-field"><code>{}</code>: {}</span>',
+        ((str(name), _field_value(value)) for name, value in arguments.items()),
+    )
+
+
+def _tool_call_summary(data: dict[str, Any], known: dict[str, str]) -> SafeString:
+    """A tool call (or a workflow agent's step) as the chat's line says it, its arguments as fields, its result."""
+    words = {key: str(data.get(key) or "") for key in ("name", "status", "step_type", "tool")}
+    line = ProgressLine(**words, known=known)
+    summary = format_html('<span class="plan-tool-line" title="{}">{}</span>', line.name, line.text)
+    fields = argument_fields(data.get("arguments"))
+    if fields:
+        summary = format_html('{} <span class="plan-fields">{}</span>', summary, fields)
     if data.get("result"):
-        line = format_html("{} → {}", line, _result(data["result"], 100))
-    return line
+        summary = format_html("{} → {}", summary, _result(data["result"], 100))
+    return summary
 
 
-def _model_call_summary(data: dict[str, Any]) -> SafeString:
+def _model_call_summary(data: dict[str, Any], known: dict[str, str]) -> SafeString:
     usage = data.get("usage") or {}
     parts = [_role_label(data.get("role"))]
     if data.get("call_id"):
         parts.append(pgettext("plan log", "call %(id)s") % {"id": data["call_id"]})
     if data.get("tool_calls"):
-        names = format_html_join(", ", "<code>{}</code>", ((str(name),) for name in data["tool_calls"]))
-        parts.append(format_html("→ {}", names))
+        separator = pgettext("list separator", ", ")
+        labels = (ProgressLine(name=str(name), known=known).label for name in data["tool_calls"])
+        parts.append(format_html("→ {}", separator.join(labels)))
     if usage:
         parts.append(
             _("Tokens: %(prompt)s prompt + %(completion)s completion")
@@ -158,13 +184,14 @@ def _state_summary(data: dict[str, Any]) -> str:
     return line
 
 
-def _summary(log: PlanLog) -> SafeString | str:
-    """One log row in a line; tool names, arguments and data are code (in <code>), the rest reads as text."""
+def _summary(log: PlanLog, known: dict[str, str]) -> SafeString | str:
+    """One log row in a line, in the chat's words: tools by their labels, arguments as fields (identifiers and data
+    as code), the rest as text."""
     data = log.data if isinstance(log.data, dict) else {}
     if log.kind == LogKind.TOOL_CALL:
-        return _tool_call_summary(data)
+        return _tool_call_summary(data, known)
     if log.kind == LogKind.MODEL_CALL:
-        return _model_call_summary(data)
+        return _model_call_summary(data, known)
     return _state_summary(data)
 
 
@@ -173,8 +200,9 @@ def plan_log_entries(*, plan: Plan, step: int | None = None) -> list[LogEntry]:
     rows = PlanLog.objects.filter(plan=plan).order_by("id")
     if step is not None:
         rows = rows.filter(step=step)
+    known = tool_labels(tenant=plan.tenant)  # the tenant's MCP tools' labels too
     return [
-        LogEntry(log=row, summary=_summary(row), data_json=json.dumps(row.data, ensure_ascii=False, indent=2))
+        LogEntry(log=row, summary=_summary(row, known), data_json=json.dumps(row.data, ensure_ascii=False, indent=2))
         for row in rows
     ]
 

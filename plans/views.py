@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from core.markdown import render_markdown
 from memory.links import conversation_page
 from plans.models import Plan
-from plans.selectors import access_plan, plan_log_entries, plan_step_rows, record_for_tenant
+from plans.selectors import access_plan, plan_log_entries, plan_step_rows, record_for_tenant, status_label
 from tenants.decorators import may_administer, tenant_required
 
 
@@ -52,6 +52,7 @@ def plan_log(request: HttpRequest, plan_id: uuid.UUID) -> HttpResponse:
     step = int(raw) if raw.lstrip("-").isdigit() else None
     context = {
         "plan": plan,
+        "status_label": status_label(plan.status),
         "steps": plan_step_rows(plan=plan),
         "entries": plan_log_entries(plan=plan, step=step),
         "step": step,

@@ -49,7 +49,7 @@ def test_a_tenant_admin_reads_the_whole_log_and_one_steps_rows(login, tenant, te
     kinds = [(entry.log.kind, entry.step) for entry in entries]
     assert (LogKind.TOOL_CALL, 0) in kinds and (LogKind.MODEL_CALL, None) in kinds and (LogKind.STATE, 1) in kinds
     body = page.content.decode()
-    assert "Solar_tool(" in body and "final summary · call 77" in body
+    assert 'title="Solar_tool">Tool “Solar_tool” running…</span>' in body and "final summary · call 77" in body
     assert "step agent · Tokens: 12 prompt + 3 completion" in body
     assert "before the step" in body and "completed → Solar output" in body  # state rows carry the step results
 
@@ -67,15 +67,18 @@ def test_state_names_are_the_models_labels_in_the_readers_language(login, tenant
         services.plan_set_status(plan=plan, status=PlanStatus.INTERRUPTED)
     client = login(tenant_admin, tenant)
     english = client.get(_log_url(plan)).content.decode()
-    assert "<summary>plan created · running</summary>" in english and "<summary>interrupted</summary>" in english
+    assert "<summary>plan created · in progress</summary>" in english
+    # The chat's words: a plan or step that asked the user waits for their answer (not "interrupted").
+    assert "<summary>Waiting for your answer</summary>" in english
+    assert "Status: <strong>Waiting for your answer</strong>" in english
 
     client.defaults["HTTP_ACCEPT_LANGUAGE"] = "zh-hans"
     page = client.get(_log_url(plan))
     chinese = page.content.decode()
     summaries = [entry.summary for entry in page.context["entries"] if entry.log.kind == LogKind.STATE]
     with translation.override("zh-hans"):
-        interrupted, completed = str(PlanStatus.INTERRUPTED.label), str(StepStatus.COMPLETED.label)
-    assert interrupted == "已中断" and summaries[-1] == interrupted
+        completed = str(StepStatus.COMPLETED.label)
+    assert summaries[-1] == "等待你的回答" and "已中断" not in chinese
     assert f"<summary>{completed} → Solar output</summary>" in chinese  # a step's state row, with its result
     assert not [line for line in summaries if "running" in line or "interrupted" in line or "completed" in line]
 
@@ -89,7 +92,11 @@ def test_the_data_is_indented_json_in_a_collapsed_row(login, tenant, tenant_admi
     body = page.content.decode()
     entry = next(entry for entry in page.context["entries"] if entry.log.data.get("name") == "pv_economics")
     assert entry.data_json == '{\n  "name": "pv_economics",\n  "arguments": {\n    "location": "杭州余杭区"\n  }\n}'
-    call = "<code>pv_economics({&quot;location&quot;: &quot;杭州余杭区&quot;})</code>"  # a tool call is code
+    # The tool by its label as the chat names it, its arguments as fields (the argument's name is code).
+    call = (
+        '<span class="plan-tool-line" title="pv_economics">Tool “PV economics” running…</span> '
+        '<span class="plan-fields"><span class="plan-field"><code>location</code>: 杭州余杭区</span></span>'
+    )
     assert f"<details><summary>{call}</summary>" in body
     assert '<pre class="plan-log-data">{\n  &quot;name&quot;' in body and "\\u676d" not in body
     assert "css/plans.css" in body  # the table's columns: one line each but the wide one (static/css/plans.css)
@@ -170,3 +177,32 @@ def test_access_plan_gives_members_their_own_plans_and_administrators_every_one(
         with pytest.raises(Plan.DoesNotExist):
             read(user=tenant_admin, membership=admin_of, plan_id=mine.planId, agent_ids=[wind_planner])
         assert list(plans_readable(user=member, membership=member_of, tenant=tenant)) == [mine]
+
+
+def test_the_log_says_tool_calls_and_steps_in_the_chats_words_with_fields(login, tenant, tenant_admin):
+    """Issue 36: a tool call is the chat's line (by its label and outcome), a workflow agent's step by its step type
+    or tool, its arguments `name: value` fields (data as code), the result after; in Chinese too."""
+    plan = _logged_plan(tenant, "Solar")
+    with tenant_scope(tenant):
+        services.plan_log(plan=plan, kind=LogKind.TOOL_CALL, step=1, data={
+            "name": "pv_economics", "status": "failed", "arguments": {"location": "杭州", "capacity_kw": 50},
+        })  # fmt: skip
+        services.plan_log(plan=plan, kind=LogKind.TOOL_CALL, step=1, data={
+            "name": "ask_project", "status": "interrupted", "step_type": "ask", "arguments": {}, "tool": None,
+        })  # fmt: skip
+        services.plan_log(
+            plan=plan, kind=LogKind.MODEL_CALL, step=1, data={"role": "step", "tool_calls": ["pv_economics"]}
+        )
+    client = login(tenant_admin, tenant)
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "zh-hans"
+    page = client.get(_log_url(plan, 1))
+    summaries = [str(entry.summary) for entry in page.context["entries"]]
+    assert (
+        '<span class="plan-tool-line" title="pv_economics">工具「光伏经济性测算」失败</span> <span class="plan-fields">'
+        '<span class="plan-field"><code>location</code>: 杭州</span>'
+        '<span class="plan-field"><code>capacity_kw</code>: <code>50</code></span></span>'
+    ) in summaries
+    assert '<span class="plan-tool-line" title="ask_project">步骤「询问用户」在等待你的回答</span>' in summaries
+    assert "步骤智能体 · → 光伏经济性测算" in summaries
+    body = page.content.decode()
+    assert "pv_economics(" not in body and "已中断" not in body
