@@ -176,7 +176,7 @@ SETTINGS: tuple[Setting, ...] = (
         "int",
         60,
         "Seconds a running turn's claim lasts unless its process renews it: after a process dies, its turns are "
-        "ended as interrupted by another process within about this long (engine.turns.end_interrupted_turns).",
+        "ended as interrupted by another process within about this long (engine.interrupted.end_interrupted_turns).",
     ),
     Setting(
         "REDIS_MAX_CONNECTIONS",

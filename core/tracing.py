@@ -12,7 +12,7 @@ caller's clock. Prompt and reply text is recorded only with TRACES_CAPTURE_CONTE
 - `traced(name, before=..., after=...)`: the same as a decorator, for sync and async functions.
 - `traced_stream(name, before=..., on_item=...)`: for an async generator (a model's streamed reply).
 - `carrier()` / `resumed(carrier)`: the current span as W3C headers, to carry a trace into a thread that does not
-  copy contextvars (core.background does); `connect_celery()` does the same for every Celery task (config.celery).
+  copy contextvars (core.background does); config.celery does the same for every Celery task (its signal hookup).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import aclosing, contextmanager
 from typing import Any
 
-from celery import signals as celery_signals
 from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract, inject
@@ -370,34 +369,3 @@ def resumed(headers: Mapping[str, str] | None) -> Iterator[None]:
         yield
     finally:
         otel_context.detach(token)
-
-
-def _inject_task_headers(headers: dict[str, Any] | None = None, **_: Any) -> None:
-    if headers is not None and _tracer() is not None:
-        inject(headers)
-
-
-_task_contexts: dict[str, object] = {}
-
-
-def _task_started(task_id: str = "", task: Any = None, **_: Any) -> None:
-    if _tracer() is None or task is None:
-        return
-    request = task.request
-    headers = {key: getattr(request, key, None) for key in ("traceparent", "tracestate")}
-    if headers["traceparent"]:
-        _task_contexts[task_id] = otel_context.attach(extract({k: v for k, v in headers.items() if v}))
-
-
-def _task_finished(task_id: str = "", **_: Any) -> None:
-    token = _task_contexts.pop(task_id, None)
-    if token is not None:
-        otel_context.detach(token)
-
-
-def connect_celery() -> None:
-    """Carry the current trace into every Celery task sent from this process (W3C headers on the message), and
-    continue it where the task runs: a turn's later work (memory extraction) joins the turn's trace."""
-    celery_signals.before_task_publish.connect(_inject_task_headers, weak=False, dispatch_uid="core.tracing.publish")
-    celery_signals.task_prerun.connect(_task_started, weak=False, dispatch_uid="core.tracing.prerun")
-    celery_signals.task_postrun.connect(_task_finished, weak=False, dispatch_uid="core.tracing.postrun")

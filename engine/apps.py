@@ -13,14 +13,10 @@ class EngineConfig(AppConfig):
         # ready() registrations: imported here because models and the apps below must be loaded first.
         from django.db.models.signals import post_delete, post_save
 
-        from engine.bus import interrupted_turns_ender
         from engine.streams import membership_changed
-        from engine.turns import end_interrupted_turns, run_server_turn
+        from engine.turns import run_server_turn
         from plans.tasks import register_server_turn
         from tenants.models import Membership
-
-        # A hub that finds a dead turn ends it through engine.turns (which imports the bus).
-        interrupted_turns_ender.register(end_interrupted_turns)
 
         # The plan ask timeout's "no reply" runs as a turn: streamed to open pages, never beside the user's.
         register_server_turn(run_server_turn)

@@ -8,8 +8,8 @@ import logging
 
 from agents import frames
 from core.markdown import render_markdown
-from engine.bus import writer_for
 from engine.streams import FrameLog, get_frame_log
+from engine.writer import writer_for
 
 logger = logging.getLogger("engine.sinks")
 
@@ -26,7 +26,7 @@ def page_frame(frame: frames.Frame) -> frames.Frame:
 
 class ChannelSink:
     """Implements agents.runtime.Sink for the websocket: the frame goes to the frame log through this process's
-    batching writer (engine.bus), which numbers it and publishes it to every socket of the conversation.
+    batching writer (engine.writer), which numbers it and publishes it to every socket of the conversation.
 
     A delta returns at once (it may be merged with the next ones; its seq is given at the flush); any other frame
     waits until it is logged and returns it with its seq, so the turn's end is stored before the turn ends.

@@ -3,8 +3,8 @@ every frame it numbers to the sockets of every process (engine.bus delivers them
 
 It also holds the two small pieces of turn state every process must see: which turn is running in a conversation
 (so a resend or a second message does not start another; a lease its process renews, so a turn whose process died is
-found and ended by another: engine.turns.end_interrupted_turns) and whether someone asked it to stop (a flag, and a stop
-message on the same bus so the running turn hears it at once).
+found and ended by another: engine.interrupted.end_interrupted_turns) and whether someone asked it to stop (a flag,
+and a stop message on the same bus so the running turn hears it at once).
 
 Redis when settings.REDIS_URL is set (shared by every Daphne process and Celery worker; numbering, keeping and
 publishing a whole batch of frames is one script call), an in-process store otherwise (the embedded default: one
@@ -19,7 +19,6 @@ import json
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,7 @@ from django.db import transaction
 
 from agents import frames
 from core.conf import setting
+from core.loopscoped import LoopScoped
 
 logger = logging.getLogger("engine.streams")
 
@@ -43,7 +43,7 @@ STOP_TTL = 60
 def turn_lease_seconds() -> int:
     """How long a running turn's claim lasts unless renewed (CHAT_TURN_LEASE_SECONDS): the running turn renews it
     six times as often (engine.turns); a process that died stops renewing, and once it has run out another process ends
-    the turn as interrupted (engine.turns.end_interrupted_turns)."""
+    the turn as interrupted (engine.interrupted.end_interrupted_turns)."""
     return max(1, int(setting("CHAT_TURN_LEASE_SECONDS")))
 
 
@@ -306,15 +306,11 @@ class RedisFrameLog(FrameLog):
         self.channel = f"{prefix}:bus"
         # redis.asyncio clients belong to the event loop that made them: per loop, one client on one bounded pool
         # (a full pool waits for a connection instead of failing the turn) and one subscriber.
-        self._clients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-        self._subscribers: weakref.WeakKeyDictionary[Any, _Subscriber] = weakref.WeakKeyDictionary()
+        self._clients: LoopScoped[Any] = LoopScoped(lambda: redis_client(url))
+        self._subscribers: LoopScoped[_Subscriber] = LoopScoped(lambda: _Subscriber(url, self.channel))
 
     def _client(self) -> Any:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = redis_client(self.url)
-        return client
+        return self._clients.get()
 
     def _key(self, conversation_id: int, name: str) -> str:
         return f"{self.prefix}:{int(conversation_id)}:{name}"
@@ -329,14 +325,10 @@ class RedisFrameLog(FrameLog):
         return [int(first) for first in firsts]
 
     def subscribe(self, feed: Callable[[str], None]) -> Callable[[], None]:
-        loop = asyncio.get_running_loop()
-        subscriber = self._subscribers.get(loop)
-        if subscriber is None:
-            subscriber = self._subscribers[loop] = _Subscriber(self.url, self.channel)
-        return subscriber.add(feed)
+        return self._subscribers.get().add(feed)
 
     async def subscribed(self) -> None:
-        subscriber = self._subscribers.get(asyncio.get_running_loop())
+        subscriber = self._subscribers.peek()
         if subscriber is not None and not subscriber.ready.is_set():
             try:
                 await asyncio.wait_for(subscriber.ready.wait(), setting("REDIS_POOL_TIMEOUT"))

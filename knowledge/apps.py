@@ -9,9 +9,7 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         from knowledge.demo import seed_demo_knowledge
-        from knowledge.ingest.store import register_own_index_build
         from knowledge.services import tenant_knowledge_delete
-        from knowledge.tasks import build_vector_index
         from tenants.demo import register_demo_seeder
         from tenants.navigation import HomeCard, register_card
         from tenants.services import register_tenant_cleanup
@@ -29,5 +27,3 @@ class KnowledgeConfig(AppConfig):
         register_demo_seeder(seed_demo_knowledge)
         # A tenant's deletion goes through its knowledge bases' own, which removes their files and vector indexes.
         register_tenant_cleanup(tenant_knowledge_delete)
-        # Ingestion queues a large knowledge base's own vector index build through the tasks, which it does not import.
-        register_own_index_build(build_vector_index.delay)

@@ -11,7 +11,6 @@ from knowledge import vectorstore
 from knowledge.ingest import CONTINUE, TAKEN, ingest_next_share, ingest_queued_in_scope, queued_is_taken
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
-from tenants.taskscope import tenant_task
 
 
 @shared_task(bind=True, name="knowledge.ingest_document")
@@ -57,14 +56,6 @@ def ingest_queued(tenant_id: int, document_id: int) -> tuple[str, list[int]]:
     with tenant_scope(tenant):
         outcome = ingest_queued_in_scope(document_id=document_id, taken=taken)
     return outcome, taken
-
-
-@shared_task(name="knowledge.build_vector_index")
-@tenant_task(gone=False)
-def build_vector_index(tenant_id: int, knowledge_base_id: int, dimension: int) -> bool:
-    """Build a large knowledge base's own HNSW index (queued by ingestion once it crosses
-    KNOWLEDGE_OWN_INDEX_MIN_CHUNKS); True when this task built it. A no-op when it exists or is being built."""
-    return vectorstore.ensure_own_index(knowledge_base_id, dimension)
 
 
 @shared_task(name="knowledge.drop_vector_indexes")

@@ -21,7 +21,7 @@ PROVIDER_QUOTA_EXCEEDED = "provider_quota_exceeded"
 PROVIDER_ERROR = "provider_error"
 STREAM_DROPPED = "stream_dropped"
 CANCELLED = "cancelled"
-# Not the model's: the platform process writing the reply died (engine.turns.end_interrupted_turns).
+# Not the model's: the platform process writing the reply died (engine.interrupted.end_interrupted_turns).
 INTERRUPTED = "interrupted"
 BAD_REQUEST = "bad_request"
 PRIVATE_ADDRESS = "private_address"

@@ -5,8 +5,6 @@ vector indexes are made sure of."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 from django.db import transaction
@@ -19,21 +17,11 @@ from knowledge.embedders import Embedder
 from knowledge.ingest.claim import Member
 from knowledge.ingest.progress import STAGE_START, IngestError, Progress
 from knowledge.models import Chunk, Document, DocumentStatus, IngestStage, KnowledgeBase
+from knowledge.own_index import build_vector_index
 
 logger = logging.getLogger(__name__)
 
 WRITE_BATCH = 500
-
-# Queues the build of a knowledge base's own HNSW index: (tenant_id, knowledge_base_id, dimension). Registered by the
-# knowledge app's ready() (knowledge.tasks.build_vector_index): the tasks queue ingestion, so ingestion does not
-# import them back.
-_own_index_build: Callable[[int, int, int], Any] | None = None
-
-
-def register_own_index_build(build: Callable[[int, int, int], Any]) -> None:
-    """Say how ingestion queues a large knowledge base's own index build (once, from AppConfig.ready())."""
-    global _own_index_build
-    _own_index_build = build
 
 
 def store_batch(
@@ -127,9 +115,6 @@ def _ensure_own_index(knowledge_base: KnowledgeBase, dimension: int) -> None:
     a task of its own, as the build takes from seconds to minutes and a worker's ingestion shares are kept short."""
     try:
         if vectorstore.needs_own_index(knowledge_base.pk, dimension):
-            if _own_index_build is None:
-                logger.warning("knowledge base %s needs its own vector index; nothing builds it", knowledge_base.pk)
-                return
-            _own_index_build(knowledge_base.tenant_id, knowledge_base.pk, dimension)
+            build_vector_index.delay(knowledge_base.tenant_id, knowledge_base.pk, dimension)
     except Exception:  # the shared index still serves the knowledge base; the log says why
         logger.exception("could not build the vector index of knowledge base %s", knowledge_base.pk)

@@ -11,13 +11,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from django.apps import apps
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from memory.longterm import graph, store
 from memory.models import (
+    Conversation,
     Dream,
     Entity,
     Event,
@@ -60,8 +60,9 @@ def parse_key(key: str) -> tuple[int, int, int | None] | None:
 
 
 def _agent_names(agent_ids: Iterable[int]) -> dict[int, str]:
-    # The agents app is a floor above memory: read by name, never imported.
-    agent_model = apps.get_model("agents", "Agent")
+    # The agents app is a floor above memory: its rows are reached through the foreign key memory's own Conversation
+    # declares by string reference (the one edge from memory up to agents, listed in pyproject.toml's floors contract).
+    agent_model = Conversation.agent.field.related_model
     return dict(agent_model.objects.filter(pk__in=set(agent_ids)).values_list("pk", "name"))
 
 

@@ -1,0 +1,103 @@
+"""A turn whose process died is ended by the hub of a process whose page opens its conversation (engine.bus.Hub ->
+engine.interrupted, an import the layers contract sees, no longer a slot engine.turns fills): the reply the frame log
+kept is stored as partial with the code `interrupted`, and the page gets its `done` and `error` frames. Needs Redis
+(the in-process log has no other process whose turns could die)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+
+from agents import frames
+from agents.services import agent_create, conversation_start
+from core.db import database_sync_to_async
+from engine import streams
+from engine.bus import hub_for
+from engine.sinks import ChannelSink
+from llm import errors
+from memory.models import Message, MessageStatus, Role
+from memory.services import message_add
+from tenants.scope import tenant_scope
+from tests.llm.factories import ModelProviderFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def redis_log(redis_url, settings):
+    prefix = settings.CHAT_STREAM_PREFIX = f"test-interrupted-{uuid.uuid4().hex[:12]}"
+    settings.CHAT_TURN_LEASE_SECONDS = 1
+    yield streams.get_frame_log()
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(f"{prefix}:*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture
+def conversation(tenant, member, scripted_llm):
+    with tenant_scope(tenant):
+        ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True)
+        agent = agent_create(tenant=tenant, name="Solar advisor", system_prompt="You advise.", model="gpt-4")
+        return conversation_start(agent=agent, user=member)
+
+
+class Page:
+    """A socket of the conversation, as the hub sees one (engine.bus.Listener)."""
+
+    def __init__(self) -> None:
+        self.frames: list[dict] = []
+        self.changed = asyncio.Event()
+
+    def deliver(self, seq: int, body: str) -> None:
+        self.frames.append(json.loads(body))
+        self.changed.set()
+
+    def resync(self) -> None:
+        pass
+
+
+async def test_the_hub_ends_a_dead_turn_when_a_page_opens_its_conversation(redis_log, tenant, conversation):
+    assert redis_log.shared
+
+    def store_question() -> Message:
+        with tenant_scope(tenant):
+            return message_add(conversation=conversation, role=Role.USER, content="How much power?")
+
+    question = await database_sync_to_async(store_question)()
+    # The dead process's turn: claimed, its question and the start of its reply logged, never renewed nor released.
+    assert await redis_log.claim_turn(conversation.pk, question.pk) is None
+    sink = ChannelSink(conversation.pk, redis_log)
+    await sink.emit(frames.UserMessage(message_id=question.pk, content=question.content))
+    sink_delta = frames.Delta(index=0, content="About 5 kW")
+    await sink.emit(sink_delta)
+    await sink.flush()
+    await asyncio.sleep(1.2)  # the lease runs out
+
+    page = Page()
+    await hub_for(redis_log).listen(conversation.pk, page)
+    async with asyncio.timeout(10):
+        while not any(frame["type"] == "error" for frame in page.frames):
+            page.changed.clear()
+            await page.changed.wait()
+
+    (done,) = [frame for frame in page.frames if frame["type"] == "done"]
+    (error,) = [frame for frame in page.frames if frame["type"] == "error"]
+    assert error["code"] == errors.INTERRUPTED
+    assert error["user_message_id"] == question.pk
+
+    def reply() -> Message:
+        with tenant_scope(tenant):
+            return Message.objects.get(conversation=conversation, role=Role.ASSISTANT)
+
+    stored = await database_sync_to_async(reply)()
+    assert (stored.content, stored.status, stored.error_code) == ("About 5 kW", MessageStatus.PARTIAL, "interrupted")
+    assert done["message_id"] == stored.pk
+    assert await redis_log.running_turn(conversation.pk) is None  # released once ended
+    hub_for(redis_log).unlisten(conversation.pk, page)
