@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run serve test lint format install browser-deps migrate messages worker pip-check phoenix bench-smoke
+.PHONY: run serve test lint format install browser-deps migrate messages worker pip-check phoenix bench-smoke mcp-conformance
 
 # The tests' and the benchmarks' requirements in one resolution: a pin of one that disagrees with the other fails here.
 $(INSTALLED): requirements.txt requirements-dev.txt requirements-nodeps.txt bench/requirements.txt
@@ -40,8 +40,18 @@ $(PHOENIX_VENV)/.installed: requirements-phoenix.txt
 phoenix: $(PHOENIX_VENV)/.installed
 
 # The whole suite. With DATABASE_URL / REDIS_URL set it runs on PostgreSQL and Redis (CI sets both).
-test: install browser-deps phoenix
+test: install browser-deps phoenix mcp-conformance
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The official MCP conformance suite and mcp-remote (tests/api/test_mcp_conformance.py and test_mcp_remote.py,
+# docs/mcp.md), exactly as scripts/mcp-conformance/package-lock.json pins them, from the npm registry. Without npm
+# those tests skip (and fail in CI, where REQUIRE_SERVICES=1).
+MCP_CONFORMANCE := scripts/mcp-conformance
+$(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix $(MCP_CONFORMANCE) --no-audit --no-fund --loglevel=error; \
+	else echo "npm is missing (apt-get install nodejs npm): the MCP conformance tests will be skipped"; fi
+
+mcp-conformance: $(MCP_CONFORMANCE)/node_modules/.package-lock.json
 
 # Browser tests drive Debian's Chromium through Playwright (never `playwright install`); a CJK font lets the
 # Chinese pages render in screenshots.
