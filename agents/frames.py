@@ -130,7 +130,7 @@ class Done(TurnFrame):
     `content` is the stored text; the chat surface sends it as rendered `html` instead (content None)."""
 
     type: ClassVar[str] = "done"
-    omit_when_none: ClassVar[frozenset[str]] = frozenset({"content", "html", "duplicate"})
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"content", "html", "duplicate", "finish_reason"})
     message_id: int
     status: str
     usage: dict[str, int]
@@ -138,6 +138,8 @@ class Done(TurnFrame):
     strategy: dict[str, Any] | None = None
     duplicate: bool | None = None
     html: str | None = None
+    # "length" when the agent's longest reply (max_tokens) cut the reply; absent otherwise.
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,6 +44,8 @@ logger = logging.getLogger("agents.runtime")
 # Platform-written text (a question, a workflow's output) goes out in pieces of this many characters, as a model's
 # reply would.
 SAY_CHUNK_CHARS = 16
+# The finish_reason of a reply the longest reply (max_tokens) cut, as OpenAI names it.
+LENGTH = "length"
 
 
 class Sink(Protocol):
@@ -152,6 +154,9 @@ class TurnContext:
     # What an API client asked of the model for this turn (its tools, response format, sampling), if any.
     options: CallOptions | None = None
     usage: Usage = Usage()
+    # Progress lines kept with the reply (a workflow agent's steps, agents.workflows.agent_kind): the chat shows
+    # them again after a reload, as it does a tool loop's stored calls.
+    lines: list[dict[str, Any]] = field(default_factory=list)
     _text: list[str] = field(default_factory=list)
 
     @property
@@ -209,10 +214,13 @@ class TurnContext:
     ) -> TurnResult:
         """Store `text` as the reply and end the turn: a step frame with the agentChatResponse, then done. With
         `tool_calls` (an API client's tools), the reply is stored with them, for the client to answer."""
-        usage = self.usage.stored()
+        usage = self._stored_usage()
         if self.recalled.used:
             # What fed the reply, kept with it: the chat shows it after a reload too.
             usage["memories"] = [{"kind": item["kind"], "text": item["text"]} for item in self.recalled.used]
+        cut = finish_reason == LENGTH
+        if cut:
+            usage["finish_reason"] = LENGTH  # the chat notes the cut reply after a reload too
         message = await database_sync_to_async(assistant_message_finish)(
             conversation=self.conversation, content=text, usage=usage, tool_calls=list(tool_calls) or None
         )
@@ -224,17 +232,25 @@ class TurnContext:
         )
         await self.sink.emit(
             frames.Done(index=self.index, message_id=message.pk, status=MessageStatus.COMPLETE,
-                        usage=self.usage.frame(), content=text, strategy=self.strategy)
+                        usage=self.usage.frame(), content=text, strategy=self.strategy,
+                        finish_reason=LENGTH if cut else None)
         )  # fmt: skip
         return TurnResult(message=message, status=status, usage=self.usage, data=data, tool_calls=tool_calls,
                           finish_reason=finish_reason)  # fmt: skip
+
+    def _stored_usage(self) -> dict[str, Any]:
+        """The reply's Message.usage: its tokens, and the progress lines kept with it."""
+        usage = self.usage.stored()
+        if self.lines:
+            usage["steps"] = list(self.lines)
+        return usage
 
     async def fail(self, code: str, text: str | None = None, *, emit: bool = True) -> TurnResult:
         """End the turn failed (or stopped, for `cancelled`): what arrived is stored with the code, a partial reply
         gets its done frame, then one error frame. The user's message stays stored either way."""
         text = self.text if text is None else text
         message = await database_sync_to_async(assistant_message_finish)(
-            conversation=self.conversation, content=text, error_code=code, usage=self.usage.stored()
+            conversation=self.conversation, content=text, error_code=code, usage=self._stored_usage()
         )
         status = TurnStatus.STOPPED if code == errors.CANCELLED else TurnStatus.FAILED
         result = TurnResult(message=message, status=status, usage=self.usage, error_code=code)

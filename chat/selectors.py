@@ -91,6 +91,23 @@ class HistoryItem:
         return memories if isinstance(memories, list) else []
 
     @property
+    def cut_at_length(self) -> bool:
+        """The agent's longest reply (max_tokens) cut this reply (finish_reason "length", kept in its usage)."""
+        return (self.usage or {}).get("finish_reason") == "length"
+
+    def stored_lines(self) -> list[ToolLine]:
+        """The progress lines kept with the reply (a workflow agent's steps, agents.runtime.TurnContext.lines)."""
+        steps = (self.usage or {}).get("steps")
+        if not isinstance(steps, list):
+            return []
+        fields = ("name", "status", "step_type", "tool")
+        return [
+            ToolLine(call_id="", **{key: str(step.get(key) or "") for key in fields})
+            for step in steps
+            if isinstance(step, dict)
+        ]
+
+    @property
     def is_incomplete(self) -> bool:
         return self.message.status in (MessageStatus.PARTIAL, MessageStatus.ERROR)
 
@@ -174,6 +191,7 @@ def chat_history(*, conversation: Conversation, viewer_id: int | None = None) ->
             item.html = render_markdown(message.content) if message.content else ""
             if items and items[-1].role == Role.ASSISTANT and _is_tool_round(items[-1]):
                 item.tools = items.pop().tools  # the rounds before this message, in one bubble as live
+            item.tools.extend(item.stored_lines())
             for call in message.tool_calls or []:
                 if not isinstance(call, dict):
                     continue

@@ -41,6 +41,8 @@ def page_labels(tenant: Tenant) -> dict[str, object]:
         "stepStatus": progress.step_status_labels(),
         "incomplete": _("This reply is incomplete."),
         "failed": _("This reply failed."),
+        # A reply the agent's longest reply (max_tokens) cut: done's finish_reason "length" (templates/chat/_cut.html).
+        "cutShort": _("This reply was cut off here: it reached the agent's “Longest reply (tokens)” limit."),
         "stopping": _("Stopping…"),
         "connecting": _("Connecting…"),
         "reconnecting": _("Connection lost, reconnecting…"),

@@ -59,6 +59,7 @@ class WorkflowRunner(TurnRunner):
             if phase != frames.ToolStatus.STARTED:
                 result = result_text(entry.get("outputs") or {})[:500] if not entry["error"] else ""
                 frame = replace(frame, result=result, error=entry["error"], ms=entry.get("ms"))
+            keep_line(turn, frame)
             await turn.emit(frame)
 
         config = turn.config
@@ -94,6 +95,17 @@ class WorkflowRunner(TurnRunner):
             data.update(question=result.pause.question, missing=result.pause.missing, step=result.pause.step)
         await turn.say(text)
         return await turn.finish(text, status=STATUSES[result.status], intent="workflow", data=data)
+
+
+def keep_line(turn: TurnContext, frame: frames.Tool) -> None:
+    """The step's progress line, kept with the reply (TurnContext.lines): one per step, its latest outcome, as the
+    page shows it live (static/js/chat.js keys a step's line by its id)."""
+    line = {"name": frame.name, "status": frame.status, "step_type": frame.step_type or "", "tool": frame.tool or ""}
+    for index, kept in enumerate(turn.lines):
+        if kept.get("name") == frame.name:
+            turn.lines[index] = line
+            return
+    turn.lines.append(line)
 
 
 def _keep_context(turn: TurnContext, result: WorkflowRunResult) -> None:

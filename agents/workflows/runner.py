@@ -300,7 +300,8 @@ def _ends_run(step: Step, entry: dict[str, Any], run: WorkflowRunResult) -> bool
         return True
     if entry["error"]:
         run.status = "failed"
-        run.error = _("Step “%(step)s” failed: %(error)s") % {"step": step.id, "error": entry["error"]}
+        # The step's id is the author's identifier: code (a code span in the chat's Markdown, core.errortext).
+        run.error = _("Step “%(step)s” failed: %(error)s") % {"step": f"`{step.id}`", "error": entry["error"]}
         return True
     if run.pause is not None:
         run.status = "interrupted"

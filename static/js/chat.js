@@ -520,6 +520,12 @@
       target.item.dataset.status = frame.status;
       target.item.appendChild(el("p", "chat-error", labels.incomplete));
     }
+    // The agent's longest reply cut the reply mid-way (as templates/chat/_cut.html says after a reload).
+    if (frame.finish_reason === "length" && labels.cutShort) {
+      var cut = el("p", "chat-cut-note", labels.cutShort);
+      cut.setAttribute("role", "note");
+      target.item.appendChild(cut);
+    }
     var usage = usageLine(frame.usage);
     if (usage) target.item.appendChild(usage);
     var strategy = frame.strategy;
