@@ -219,9 +219,13 @@ def _opened(
     tracer: trace.Tracer, name: str, context: otel_context.Context, attributes: Attributes | None, kind: SpanKind
 ) -> tuple[Span, object]:
     current = tracer.start_span(
-        name, context=context, kind=kind, attributes=_start_attributes(attributes, context), record_exception=False,
+        name,
+        context=context,
+        kind=kind,
+        attributes=_start_attributes(attributes, context),
+        record_exception=False,
         set_status_on_exception=False,
-    )  # fmt: skip
+    )
     return current, otel_context.attach(trace.set_span_in_context(current, context))
 
 
@@ -305,9 +309,13 @@ def traced_stream(
                 return function(*args, **kwargs)
             attributes = _start_attributes(before(*args, **kwargs) if before is not None else None)
             opened = tracer.start_span(
-                _name_of(name, args, kwargs), context=otel_context.get_current(), kind=SpanKind.CLIENT,
-                attributes=attributes, record_exception=False, set_status_on_exception=False,
-            )  # fmt: skip
+                _name_of(name, args, kwargs),
+                context=otel_context.get_current(),
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
             if not opened.is_recording():  # not sampled: the stream is returned untouched, as when off
                 return function(*args, **kwargs)
             return _observed(opened, function(*args, **kwargs), on_item)

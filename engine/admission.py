@@ -29,7 +29,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from agents import frames
-from agents.config import agent_config, conversation_config
+from agents.config import conversation_config, published_config
 from agents.limits import MAX_MESSAGE_CHARS, MessageLimit, message_limit
 from agents.models import Agent
 from agents.runtime import Sink
@@ -388,7 +388,7 @@ def _message_limit(conversation: Conversation | None, agent: Agent, known: Messa
         return known
     if conversation is not None:
         return message_limit(conversation_config(conversation))
-    return message_limit(agent_config(agent=agent, version=agent.published_version()))
+    return message_limit(published_config(agent).config)
 
 
 # --- starting a conversation ------------------------------------------------------------------------------------
@@ -492,13 +492,20 @@ def _decide(caller: Caller, target: Target, content: str, client_id: str, stream
                 seconds = places.STREAM_RETRY_SECONDS
                 return Refusal(RefusalCode.TOO_MANY_STREAMS, {"count": streams, "seconds": seconds}, seconds)
         if conversation is not None:
-            return _Place(conversation, slot, created=False, limit=limit)
+            return _Place(_with_tenant(conversation, caller.tenant), slot, created=False, limit=limit)
         try:
-            return _Place(_start(caller, target, content), slot, created=True, limit=limit)
+            return _Place(_with_tenant(_start(caller, target, content), caller.tenant), slot, created=True, limit=limit)
         except BaseException:
             if slot is not None:
                 slot.release()
             raise
+
+
+def _with_tenant(conversation: Conversation, tenant: Tenant) -> Conversation:
+    """The conversation with its tenant set from the caller's (the turn reads it: not a statement of its own)."""
+    if conversation.tenant_id == tenant.pk and not Conversation.tenant.is_cached(conversation):
+        conversation.tenant = tenant
+    return conversation
 
 
 def _forget(conversation: Conversation) -> None:
@@ -537,9 +544,13 @@ async def admit(
     try:
         with tenant_scope(caller.tenant):
             submission = await turns.submit_user_message(
-                conversation=place.conversation, client_id=client_id, content=content, also=also, then=then,
+                conversation=place.conversation,
+                client_id=client_id,
+                content=content,
+                also=also,
+                then=then,
                 options=options,
-            )  # fmt: skip
+            )
     except BaseException:
         if place.slot is not None:
             await place.slot.arelease()
@@ -553,9 +564,12 @@ async def admit(
     if caller.visitor is not None and submission.task is not None:
         submission.task.add_done_callback(partial(_count_visitor_tokens, caller.visitor))
     return Admitted(
-        conversation=place.conversation, submission=submission, slot=place.slot, created=place.created,
+        conversation=place.conversation,
+        submission=submission,
+        slot=place.slot,
+        created=place.created,
         limit=place.limit,
-    )  # fmt: skip
+    )
 
 
 def _overloaded() -> Refusal:

@@ -116,6 +116,10 @@ async def _end_interrupted(log: FrameLog, conversation_id: int, turn_id: int) ->
     if partial:
         await sink.emit(frames.Done(message_id=reply.pk, status=reply.status, usage=frames.usage_dict(), content=text))
     await sink.emit(
-        frames.Error(code=errors.INTERRUPTED, message=errors.message_for(errors.INTERRUPTED),
-                     message_id=reply.pk if partial else None, user_message_id=turn_id)
-    )  # fmt: skip
+        frames.Error(
+            code=errors.INTERRUPTED,
+            message=errors.message_for(errors.INTERRUPTED),
+            message_id=reply.pk if partial else None,
+            user_message_id=turn_id,
+        )
+    )

@@ -48,8 +48,12 @@ class ChannelSink:
                 return frames.Logged(None, shown)
             return await writer.write(self.conversation_id, shown, wait=True)
         except Exception:
-            logger.warning("frame log unavailable: a %s frame of conversation %s was not logged; the turn goes on",
-                           frame.type, self.conversation_id, exc_info=True)  # fmt: skip
+            logger.warning(
+                "frame log unavailable: a %s frame of conversation %s was not logged; the turn goes on",
+                frame.type,
+                self.conversation_id,
+                exc_info=True,
+            )
             return frames.Logged(None, shown)
 
     async def flush(self) -> None:

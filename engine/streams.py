@@ -493,7 +493,8 @@ def membership_changed(sender: Any, instance: Any, created: bool = False, **kwar
         try:
             async_to_sync(get_frame_log().access_changed)(user_id, tenant_id)
         except Exception:  # the change is stored; sockets then close at their next reconnect at the latest
-            logger.warning("could not announce a membership change user=%s tenant=%s", user_id, tenant_id,
-                           exc_info=True)  # fmt: skip
+            logger.warning(
+                "could not announce a membership change user=%s tenant=%s", user_id, tenant_id, exc_info=True
+            )
 
     transaction.on_commit(announce)

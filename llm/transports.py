@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -22,6 +21,7 @@ from typing import Any, ClassVar
 import httpx2
 import openai
 
+from core.loopscoped import LoopScoped
 from core.netguard import Network, Resolver, UnresolvedHost, check_url
 from llm.demo import demo_engine
 from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, PROVIDER_TIMEOUT, LLMError, code_for_status
@@ -131,9 +131,7 @@ class OpenAICompatibleTransport(Transport):
     kind = "openai"
     # One AsyncOpenAI per (event loop, base URL, key, timeout): building one costs more than a request, and an
     # HTTP connection pool cannot be shared between event loops.
-    _clients: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, openai.AsyncOpenAI]]] = (
-        weakref.WeakKeyDictionary()
-    )
+    _clients: ClassVar[LoopScoped[dict[tuple, openai.AsyncOpenAI]]] = LoopScoped(dict)
 
     def __init__(self, *, resolver: Resolver | None = None, blocked: list[Network] | None = None) -> None:
         # How base URLs' names are resolved and which networks are refused (core.netguard's unless given).
@@ -142,8 +140,7 @@ class OpenAICompatibleTransport(Transport):
         self.pins: dict[str, tuple[str, float]] = {}
 
     def client(self, connection: Connection) -> openai.AsyncOpenAI:
-        loop = asyncio.get_running_loop()
-        per_loop = self._clients.setdefault(loop, {})
+        per_loop = self._clients.get()
         key = (connection.base_url, connection.api_key, connection.timeout, connection.private_allowed, id(self))
         client = per_loop.get(key)
         if client is None:

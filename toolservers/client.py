@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, CallToolResult, PaginatedRequestParams
 
 from core.conf import setting
+from core.loopscoped import LoopScoped
 from core.netguard import UnresolvedHost, check_url
 from llm.transports import PUBLIC_RECHECK_SECONDS, PinnedTransport
 from toolservers.bounded import BoundedTransport, Budget, cut_at
@@ -261,12 +261,13 @@ class _Held:
         self._close.set()
 
 
-_held: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, _Held]] = weakref.WeakKeyDictionary()
+# This event loop's kept sessions, by connection key (a session's task belongs to its loop).
+_held: LoopScoped[dict[tuple, _Held]] = LoopScoped(dict)
 
 
 def _held_for(connection: Connection) -> _Held:
     """The kept session of `connection`'s server in this event loop, opened (or replaced) when needed."""
-    per_loop = _held.setdefault(asyncio.get_running_loop(), {})
+    per_loop = _held.get()
     held = per_loop.get(connection.key)
     if held is None or not held.usable():
         if held is not None:
@@ -278,7 +279,7 @@ def _held_for(connection: Connection) -> _Held:
 
 
 def _drop(connection: Connection, held: _Held) -> None:
-    per_loop = _held.get(asyncio.get_running_loop(), {})
+    per_loop = _held.peek() or {}
     if per_loop.get(connection.key) is held:
         del per_loop[connection.key]
     held.close()

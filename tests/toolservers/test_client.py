@@ -169,7 +169,7 @@ def test_calls_share_one_session_per_server_and_survive_a_timeout(tenant, make_s
         after = await asyncio.gather(
             *(invoke_tool(add, name=add.name, arguments={"a": n, "b": 1}, call=call) for n in range(5))
         )
-        return first, timed_out, after, dict(client._held[asyncio.get_running_loop()])
+        return first, timed_out, after, dict(client._held.get())
 
     first, timed_out, after, held = asyncio.run(calls())
     assert first.text == "2" and "did not answer within 0.5 seconds" in timed_out.error
