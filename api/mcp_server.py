@@ -337,7 +337,7 @@ def _authorize(authorization: str | None, language: str) -> KeyAccess:
         return authorize(authorization, KeyScope.MCP)
 
 
-def _key_refusal(exc: KeyRefused) -> tuple[str, list[tuple[bytes, bytes]]]:
+def key_refusal(exc: KeyRefused) -> tuple[str, list[tuple[bytes, bytes]]]:
     """What an MCP client shows of a refused key (which refusal, and where a key comes from), and the headers: the
     Bearer challenge of RFC 6750 (error `invalid_token` for a key that was sent, `insufficient_scope` naming the
     scope), Retry-After over the key's rate."""
@@ -376,7 +376,7 @@ async def mcp_endpoint(scope: Scope, receive: ASGIReceiveCallable, send: ASGISen
         access = await database_sync_to_async(_authorize)(_header(scope, b"authorization"), language)
     except KeyRefused as exc:
         with translation.override(language):
-            message, headers = _key_refusal(exc)
+            message, headers = key_refusal(exc)
         await _refuse(receive, send, exc.status, exc.code, message, headers)
         return
     body = await _body(receive)

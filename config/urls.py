@@ -5,7 +5,7 @@ from django.urls import include, path
 from django.utils.functional import lazy
 from django.views.generic import RedirectView
 
-from api import openai_compat
+from api import mcp_oauth, openai_compat
 from config.health import healthz
 from config.redoc import redoc_bundle
 
@@ -25,6 +25,12 @@ urlpatterns = [
     path("knowledge/", include("knowledge.urls")),
     path("memory/", include("memory.urls")),
     path("api/", include("api.urls")),
+    # /mcp takes API keys, not OAuth: what an OAuth-minded MCP client (mcp-remote) asks for says so (api.mcp_oauth).
+    path(".well-known/oauth-protected-resource", mcp_oauth.protected_resource),
+    path(".well-known/oauth-protected-resource/<path:resource>", mcp_oauth.protected_resource),
+    path(".well-known/oauth-authorization-server", mcp_oauth.authorization_server),
+    path("mcp/oauth/register", mcp_oauth.register),
+    path("mcp/oauth/token", mcp_oauth.token),
     # ReDoc's bundle without its CDN logo (config.redoc), for templates/drf_spectacular/redoc.html.
     path("api/redoc.standalone.js", redoc_bundle, name="redoc-bundle"),
     # The OpenAI-compatible endpoint: base URL <site>/v1 for the openai SDK and its kin.

@@ -4,14 +4,13 @@ sides: its server scenarios against /mcp on Daphne, its client scenarios against
 scenario the suite has is either run or listed with the reason it cannot apply (scripts/mcp-conformance/run.py,
 docs/mcp.md).
 
-Needs node and `npm ci --prefix scripts/mcp-conformance` (`make test` runs it); without them the tests skip, and with
-REQUIRE_SERVICES=1 (CI) they fail instead."""
+Needs node and the pinned packages (`make mcp-conformance`, which `make test` runs); without them the tests skip,
+and with REQUIRE_SERVICES=1 (CI) they fail instead (tests.api.mcp_node)."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 
@@ -19,29 +18,13 @@ import pytest
 from django.conf import settings
 
 from api.models import KeyScope
-from tests.conftest import REQUIRE_SERVICES
+from tests.api import mcp_node
+from tests.api.mcp_node import FOLDER, SUITE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FOLDER = settings.BASE_DIR / "scripts" / "mcp-conformance"
 RUNNER = FOLDER / "run.py"
-SUITE = FOLDER / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-
-
-@pytest.fixture
-def node() -> str:
-    """The node binary, with the pinned suite installed; a skip locally without them, a failure in CI."""
-    node = shutil.which("node")
-    problem = None
-    if node is None:
-        problem = "node is not installed (apt-get install nodejs)"
-    elif not SUITE.exists():
-        problem = "the conformance suite is not installed: npm ci --prefix scripts/mcp-conformance"
-    if problem:
-        if REQUIRE_SERVICES:
-            pytest.fail(f"{problem} and REQUIRE_SERVICES=1")
-        pytest.skip(problem)
-    return node
+node = mcp_node.node  # the fixture
 
 
 def _runner():
