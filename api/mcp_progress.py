@@ -28,7 +28,7 @@ from tenants.scope import tenant_scope
 
 logger = logging.getLogger("api.mcp")
 
-HEARTBEAT_SECONDS = 10.0
+HEARTBEAT_SECONDS = 4.0  # below httpx's default read timeout (5 s): a client left at its defaults keeps reading
 MIN_INTERVAL_SECONDS = 0.5
 
 
