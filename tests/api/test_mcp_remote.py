@@ -72,22 +72,49 @@ def test_a_missing_wrong_or_narrow_key_is_what_mcp_remote_reports(
     assert "此 API 密钥无效。" in chinese and "invalid_api_key" in chinese
 
 
-def test_with_a_good_key_mcp_remote_connects_and_relays(node, asgi_live_server, published, tenant_admin, make_key,
-                                                        tmp_path):  # fmt: skip
+def _lines_until(bridge: subprocess.Popen, request_id: int, seconds: float = 60) -> list[dict]:
+    """The messages the bridge writes to Claude Desktop, up to the answer to `request_id`."""
+    messages: list[dict] = []
+
+    def read() -> None:
+        for line in bridge.stdout:
+            messages.append(json.loads(line))
+            if messages[-1].get("id") == request_id:
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(seconds)
+    return messages
+
+
+def test_with_a_good_key_mcp_remote_connects_and_relays_progress(
+    node, asgi_live_server, published, tenant_admin, make_key, scripted_llm, tmp_path
+):
+    scripted_llm.set_rules({"name": "slow", "when": {}, "reply": {"text": "South, 30 degrees, twelve panels.",
+                                                                  "chunk_size": 4, "delay": 0.3}})  # fmt: skip
     _row, secret = make_key(tenant_admin, scopes=[KeyScope.MCP])
-    bridge = _bridge(node, asgi_live_server.url, tmp_path, {"Authorization": f"Bearer {secret}"})
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.append(bridge.stdout.readline()), daemon=True)
+    bridge = _bridge(node, asgi_live_server.url, tmp_path, {"Authorization": f"Bearer {secret}", **EN})
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": published.solar.slug, "arguments": {"message": "Which way?"},
+                       "_meta": {"progressToken": "claude-1"}}}  # fmt: skip
     try:
         bridge.stdin.write(json.dumps(INITIALIZE) + "\n")
         bridge.stdin.flush()
-        reader.start()
-        reader.join(60)
+        (answer,) = _lines_until(bridge, 0)
+        assert answer["result"]["serverInfo"]["name"] == "agentplat"
+        for message in ({"jsonrpc": "2.0", "method": "notifications/initialized"}, call):
+            bridge.stdin.write(json.dumps(message) + "\n")
+        bridge.stdin.flush()
+        messages = _lines_until(bridge, 1)
     finally:
         bridge.kill()
         bridge.communicate()
-    answer = json.loads(lines[0])
-    assert answer["id"] == 0 and answer["result"]["serverInfo"]["name"] == "agentplat"
+    *notes, result = messages
+    assert result["result"]["structuredContent"]["reply"] == "South, 30 degrees, twelve panels."
+    assert len(notes) >= 3 and all(note["method"] == "notifications/progress" for note in notes)
+    assert all(note["params"]["progressToken"] == "claude-1" for note in notes)
+    assert notes[0]["params"]["message"] == "The agent is working on it."
 
 
 def test_the_oauth_paths_say_the_server_takes_keys(client, published, tenant_admin, make_key):
