@@ -59,8 +59,9 @@ def words(text: str) -> set[str]:
 
 
 def _name_words(name: str) -> set[str]:
-    """The words of a tool's name (`get_weather` -> weather), as description words."""
-    return words(" ".join(_TOOL_NAME_PART.findall(name.replace("_", " "))))
+    """The words of a tool's own name (`get_weather` -> weather; of `mcp__server__tool` only the tool's), as
+    description words."""
+    return words(" ".join(_TOOL_NAME_PART.findall(name.rsplit("__", 1)[-1].replace("_", " "))))
 
 
 def offered_tools(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

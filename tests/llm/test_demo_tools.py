@@ -120,6 +120,11 @@ def test_tool_choice_none_required_and_named(sample_tools):
         call_of(answer(user("嗯"), tools=sample_tools, tool_choice="required"))[0]
         == sample_tools[0]["function"]["name"]
     )  # nothing named: the first tool
+    # A rule of the script that calls its own tool (the energy planner's) gives way too.
+    planner = [{"role": "system", "content": "你是能源规划师。"}, {"role": "user", "content": "帮我生成一份光伏报告"}]
+    list_agents = [{"type": "function", "function": {"name": "list_agents", "parameters": {"type": "object"}}}]
+    assert call_of(answer(planner, tools=list_agents))[0] == "list_agents"
+    assert "tool_calls" not in answer(planner, tools=list_agents, tool_choice="none")
     forced = {"type": "function", "function": {"name": CONVERT}}
     assert call_of(answer(user("北京 20 摄氏度是多少华氏度"), tools=sample_tools, tool_choice=forced)) == (
         CONVERT,
