@@ -7,14 +7,18 @@ rate) before the `mcp` package's server sees it; the key's access rides in the A
 (engine.admission), as every other door does: the conversation is the platform's own (source MCP), continued with its
 id by the key's member only.
 
-The server runs stateless, answering JSON (no session to keep between requests, no stream left open: GET, the
-spec's server-to-client stream, is answered 405). A browser's request (one with an Origin) is taken only from this
-site's hosts or MCP_ALLOWED_ORIGINS. A request refused at the door (its host, origin, method or key) is answered with
-its HTTP status and a JSON-RPC error (the request's id, the refusal's message, the platform's code in `data`): the
-`mcp` client shows a JSON-RPC error body of a non-2xx answer, and nothing else of it. Its session
-manager still needs a running task group (`run()`), which a Starlette app would enter in its lifespan; Daphne does
-not send lifespan events, so the manager is started on the first request, in a task of the server's event loop that
-lives as long as that loop (one manager per loop).
+The server runs stateless (no session to keep between requests, no stream left open: GET, the spec's
+server-to-client stream, is answered 405) and answers JSON, but for a tools/call that asks for progress (a
+`_meta.progressToken`, from a client that accepts text/event-stream): that one is answered as an SSE stream of
+progress notifications while the turn runs, then its result (api.mcp_progress). Tool names come from the agents' API
+names (api.mcp_names). A browser's request (one with an Origin) is taken only from this site's hosts or
+MCP_ALLOWED_ORIGINS. A request refused at the door (its host, origin, method or key) is answered with its HTTP status
+and a JSON-RPC error (the request's id, the refusal's message, the platform's code in `data`): the `mcp` client
+shows a JSON-RPC error body of a non-2xx answer, and nothing else of it; OAuth-minded clients read the same words at
+the registration endpoint api.mcp_oauth names. The session managers (one answering JSON, one SSE) still need a
+running task group (`run()`), which a Starlette app would enter in its lifespan; Daphne does not send lifespan
+events, so they are started on the first request, in a task of the server's event loop that lives as long as that
+loop (one pair per loop).
 """
 
 from __future__ import annotations
