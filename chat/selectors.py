@@ -15,12 +15,14 @@ from agents.config import conversation_config
 from agents.limits import MessageLimit, message_limit
 from agents.models import Agent
 from agents.progress import ProgressLine, step_status_labels
+from agents.tools import tool_labels
 from core.markdown import render_markdown
 from engine.streams import get_frame_log
 from llm.errors import message_for
 from memory.models import Conversation, ConversationContext, Feedback, Message, MessageStatus, Role
 from memory.overflow import STRATEGY_SUMMARIZE
 from plans.models import Plan
+from toolservers.models import FUNCTION_PREFIX
 
 
 def conversation_list(*, user: AbstractBaseUser, with_tests: bool = False) -> list[Conversation]:
@@ -55,11 +57,13 @@ class ToolLine:
     status: str = "started"
     step_type: str = ""
     tool: str = ""
+    # Labels of the tenant's own tools (its MCP tools), which the registry does not hold (chat_history fills it).
+    known: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def text(self) -> str:
         """The line in the active language, naming the tool by its label (the identifier is the line's title)."""
-        return ProgressLine(self.name, self.status, self.step_type, self.tool).text
+        return ProgressLine(self.name, self.status, self.step_type, self.tool, known=self.known).text
 
 
 @dataclass
@@ -170,6 +174,17 @@ def _ratings(conversation: Conversation, viewer_id: int | None) -> dict[int, tup
             rows.values_list("message_id", "rating", "comment")}  # fmt: skip
 
 
+def _label_tenant_tools(conversation: Conversation, items: list[HistoryItem]) -> None:
+    """Give the lines of the tenant's own tools (MCP tools, `mcp__…`) their labels, as the live page has them; the
+    labels are read only when such a line is there."""
+    lines = [line for item in items for line in item.tools]
+    if not any(name.startswith(FUNCTION_PREFIX) for line in lines for name in (line.name, line.tool)):
+        return
+    known = tool_labels(tenant=conversation.tenant)
+    for line in lines:
+        line.known = known
+
+
 def chat_history(*, conversation: Conversation, viewer_id: int | None = None) -> ChatHistory:
     """Every message of the conversation, oldest first, with replies rendered, each reply with the progress lines
     of its tool calls (a failed call's result is stored with status error), and the earlier-messages marker; with a
@@ -202,6 +217,7 @@ def chat_history(*, conversation: Conversation, viewer_id: int | None = None) ->
                 item.tools.append(line)
                 lines[line.call_id] = line
         items.append(item)
+    _label_tenant_tools(conversation, items)
     context = getattr(conversation, "context", None)
     marker, first_active = _earlier_marker(messages, context)
     if marker is None:

@@ -26,7 +26,17 @@ def with_detail(sentence: str, detail: str = "") -> str:
     return f"{sentence} `{detail}`"
 
 
-def error_html(text: str) -> SafeString:
-    """An error text as HTML: escaped, each backticked detail a <code> span."""
-    escaped = escape(str(text or ""))
+def error_html(text: str, limit: int | None = None) -> SafeString:
+    """An error text as HTML: escaped, each backticked detail a <code> span. With `limit` (a table's cell), a text
+    longer than that loses its details first (the whole is on the page it links to; identifiers stay), then is cut
+    with "…"."""
+    text = str(text or "")
+    if limit is not None and len(text) > limit:
+        text = " ".join(_SPAN.sub(lambda match: "" if " " in match.group(1) else match.group(0), text).split())
+        if len(text) > limit:
+            text = text[: limit - 1]
+            if text.count("`") % 2:
+                text = text[: text.rindex("`")]  # no half a detail
+            text += "…"
+    escaped = escape(text)
     return mark_safe(_SPAN.sub(lambda match: f"<code>{match.group(1)}</code>", escaped))  # noqa: S308 - escaped above

@@ -6,7 +6,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.translation import gettext
+from django.utils.functional import lazy
+from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
 from core.bounded import BoundedJSONFormField
@@ -18,6 +20,16 @@ from toolservers.models import ServerTool, ToolServer
 from toolservers.services import tools_refresh, url_refused
 
 
+def _with_code(text: str, **codes: str) -> str:
+    """A help text (`text`, a msgid) whose protocol words are code: the admin shows help texts as HTML, and a
+    Chinese page shows header names and paths as code, not as words to translate."""
+
+    def render() -> str:
+        return gettext(text) % {name: format_html("<code>{}</code>", value) for name, value in codes.items()}
+
+    return lazy(render, str)()
+
+
 class ToolServerForm(forms.ModelForm):
     """The server form: a bearer token and headers can be replaced or cleared, never read back."""
 
@@ -26,19 +38,27 @@ class ToolServerForm(forms.ModelForm):
         required=False,
         strip=True,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text=_("Sent as Authorization: Bearer …; stored encrypted and never shown again. Empty: keep."),
+        help_text=_with_code(
+            gettext_noop("Sent as %(header)s; stored encrypted and never shown again. Empty: keep."),
+            header="Authorization: Bearer …",
+        ),
     )
     extra_headers = BoundedJSONFormField(
         label=_("other headers"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "style": "font-family: monospace"}),
-        help_text=_('A JSON object, e.g. {"X-Api-Key": "…"}; stored encrypted and never shown again. Empty: keep.'),
+        help_text=_with_code(
+            gettext_noop("A JSON object, e.g. %(example)s; stored encrypted and never shown again. Empty: keep."),
+            example='{"X-Api-Key": "…"}',
+        ),
     )
     url = forms.URLField(
         label=ToolServer._meta.get_field("url").verbose_name,
         assume_scheme="https",
         max_length=500,
-        help_text=ToolServer._meta.get_field("url").help_text,
+        help_text=_with_code(
+            gettext_noop("The server's streamable HTTP endpoint, e.g. %(example)s."), example="https://…/mcp"
+        ),
     )
     clear_headers = forms.BooleanField(label=_("Remove the stored token and headers"), required=False)
 
@@ -75,13 +95,18 @@ class ToolServerForm(forms.ModelForm):
 
 class ServerToolInline(TenantOwnedAdminMixin, admin.TabularInline):
     model = ServerTool
-    fields = ["name", "function_name", "description", "enabled", "refreshed_at"]
-    readonly_fields = ["name", "function_name", "description", "refreshed_at"]
+    fields = ["name", "function_name_code", "description", "enabled", "refreshed_at"]
+    readonly_fields = ["name", "function_name_code", "description", "refreshed_at"]
     extra = 0
     can_delete = False
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False  # tools come from the server (Refresh tools), never typed in
+
+    @admin.display(description=ServerTool._meta.get_field("function_name").verbose_name)
+    def function_name_code(self, obj: ServerTool) -> str:
+        """The identifier models call the tool by, as code."""
+        return format_html("<code>{}</code>", obj.function_name)
 
 
 @admin.register(ToolServer)

@@ -12,5 +12,6 @@ register = template.Library()
 
 
 @register.filter(name="error_text")
-def error_text(text: str) -> SafeString:
-    return error_html(text)
+def error_text(text: str, limit: int | None = None) -> SafeString:
+    """`|error_text` or `|error_text:120` (a cell: at most 120 characters, the details left out when longer)."""
+    return error_html(text, int(limit) if limit else None)

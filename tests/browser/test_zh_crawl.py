@@ -11,17 +11,22 @@ from urllib.parse import urlencode
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.utils import timezone
 
 import agents
 from agents.models import Agent, Workflow
+from agents.services import agent_create, agent_publish
 from agents.tools import all_tools
 from agents.workflows.schema import STEP_TYPES
+from agents.workflows.services import workflow_save
 from knowledge.models import Chunk, Document, KnowledgeBase
 from llm.models import ModelProvider
 from memory.models import ACTION_LABELS, ENTITY_TYPE_LABELS
 from tenants.models import Tenant
-from tenants.scope import all_tenants
+from tenants.scope import all_tenants, tenant_scope
 from tests.browser.pages import PASSWORD, log_in, say, start_conversation
+from tests.mcp_servers import McpTestServer
+from toolservers.models import ServerTool, ToolServer, function_name
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -75,6 +80,8 @@ def _entered_data() -> list[re.Pattern]:
         # The documents' own headings, as the search results show where a chunk sits.
         headings = [part for metadata in Chunk.objects.values_list("metadata", flat=True)
                     for part in str((metadata or {}).get("heading", "")).split(" › ")]  # fmt: skip
+        # MCP servers and the tools they list (the servers' own names).
+        texts += [*ToolServer.objects.values_list("name", "url"), *ServerTool.objects.values_list("name")]
         models = [m.get("name", "") for chat in ModelProvider.objects.values_list("chat_models", flat=True)
                   for m in chat or [] if isinstance(m, dict)]  # fmt: skip
     usernames = list(get_user_model().objects.values_list("username", flat=True))
@@ -288,6 +295,132 @@ def test_the_pv_report_and_its_plan_read_in_chinese(asgi_live_server, demo, page
         run_pages += [path, *[h for h in _links(admin, "main a") if re.fullmatch(one_run, h)]]
     assert any(re.fullmatch(one_run, path) for path in run_pages)
     _crawl(admin, base, found, "energy-admin", [log, *steps, *run_pages])
+
+    report = "\n".join(f"  {where}:\n" + "\n".join(f"    {line}" for line in lines) for where, lines in found.items())
+    assert not found, f"Latin words on zh-hans pages (translate them, or add a real name to ALLOWED):\n{report}"
+
+
+# --- errors (issue 36): an MCP server down, a tool that raises, a provider that refuses the connection -----------
+
+NOTHING_LISTENS = "http://127.0.0.1:9"  # the discard port: the connection is refused
+ONE_RUN = r"/agents/workflows/\d+/runs/\d+/"
+
+DOWN_WORKFLOW = """version: '1.0'
+name: '停机服务的天气'
+steps:
+  - id: ask
+    type: input
+    output:
+      name: city
+  - id: weather
+    type: plugin
+    plugin: mcp__down__weather
+    inputs:
+      city: '{city}'
+    outputs:
+      name: forecast
+  - id: out
+    type: output
+    inputs:
+      reply: '{forecast}'
+"""
+
+RAISING_WORKFLOW = DOWN_WORKFLOW.replace("停机服务的天气", "会出错的工具").replace(
+    "plugin: mcp__down__weather\n    inputs:\n      city:", "plugin: mcp__qx__fail\n    inputs:\n      reason:"
+)
+
+
+@pytest.fixture
+def mcp_server():
+    server = McpTestServer().start()
+    yield server
+    server.stop()
+
+
+def _failing_agents(mcp_url: str) -> None:
+    """In the energy tenant: an MCP server that answers (its `fail` tool raises) and one that is down, a workflow
+    agent calling each, and a chat agent whose model provider refuses the connection; all published."""
+    tenant = Tenant.objects.get(slug="energy")
+    with tenant_scope(tenant):
+        # The tools as a refresh lists them (the refresh itself is the admin's, below: this thread runs Playwright's
+        # event loop, where the sync refresh cannot run).
+        servers = [("qx", "气象服务", mcp_url, "fail", "reason"),
+                   ("down", "停机服务", f"{NOTHING_LISTENS}/mcp", "weather", "city")]  # fmt: skip
+        for slug, name, url, tool, argument in servers:
+            server = ToolServer.objects.create(tenant=tenant, name=name, slug=slug, url=url)
+            server.private_network_allowed = True  # the platform operator's flag: the servers are on 127.0.0.1
+            server.save()
+            schema = {"type": "object", "properties": {argument: {"type": "string"}}, "required": [argument]}
+            ServerTool.objects.create(tenant=tenant, server=server, name=tool, enabled=True, input_schema=schema,
+                                      refreshed_at=timezone.now(), function_name=function_name(slug, tool))  # fmt: skip
+        for name, text in (("停机天气助手", DOWN_WORKFLOW), ("出错工具助手", RAISING_WORKFLOW)):
+            agent = agent_create(tenant=tenant, name=name, kind="workflow")
+            workflow_save(tenant=tenant, yaml_text=text, agent=agent)
+            agent_publish(agent=agent, user=None)
+        provider = ModelProvider.objects.create(tenant=tenant, name="离线服务商", base_url=f"{NOTHING_LISTENS}/v1",
+                                                default_chat_model="gpt-4o", max_retries=0,
+                                                private_network_allowed=True)  # fmt: skip
+        agent = agent_create(tenant=tenant, name="离线模型助手", provider=provider, model="gpt-4o")
+        agent_publish(agent=agent, user=None)
+
+
+def _refresh_in_the_admin(page, base: str, server_name: str) -> None:
+    """The admin's "Refresh tools" action on one server (its error is the page's message)."""
+    page.goto(base + "/admin/toolservers/toolserver/")
+    row = page.locator("#result_list tr", has_text=server_name)
+    row.locator("input[name=_selected_action]").check()
+    page.select_option("select[name=action]", "refresh_tools")
+    page.click("button[name=index]")
+    page.wait_for_selector(".messagelist .error")
+
+
+def test_errors_of_mcp_servers_providers_and_tools_read_in_chinese(asgi_live_server, demo, page_for, mcp_server):
+    """What a Chinese reader meets when things fail: a workflow step calling an MCP server that is down, one calling
+    a tool that raises, a chat agent whose provider refuses the connection (live, then after a reload), the run
+    logs, and the MCP server admin after a refresh of the server that is down. The libraries' English (httpx's,
+    the `mcp` client's) may only show as code, after a translated sentence."""
+    _failing_agents(mcp_server.url)
+    base = asgi_live_server.url
+    found: dict[str, list[str]] = {}
+    entered = _entered_data()
+
+    admin = page_for("zh-CN")
+    log_in(admin, base, "energy-admin")
+    conversations = []
+    for agent, expected in (("停机天气助手", "无法连接 MCP 服务器“停机服务”"), ("出错工具助手", "工具执行时出错")):
+        start_conversation(admin, base, agent)
+        reply = say(admin, "杭州", timeout=30_000)
+        assert expected in reply, reply
+        assert admin.locator(".chat-assistant .chat-body code").count() >= (1 if "停机" in agent else 0)
+        if words := _latin_words(admin, entered):
+            found[f"{agent} live"] = words
+        conversations.append(admin.url.removeprefix(base))
+
+    start_conversation(admin, base, "离线模型助手")
+    admin.fill("#chat-input", "你好")
+    admin.press("#chat-input", "Enter")
+    admin.wait_for_selector(".chat-assistant .chat-error", timeout=30_000)
+    assert "无法连接模型服务商" in admin.locator(".chat-assistant .chat-error").last.inner_text()
+    if words := _latin_words(admin, entered):
+        found["离线模型助手 live"] = words
+    conversations.append(admin.url.removeprefix(base))
+
+    admin.goto(base + "/agents/workflows/")
+    runs = [h for h in _links(admin, "main a") if re.fullmatch(r"/agents/workflows/\d+/runs/", h)]
+    run_pages = []
+    for path in runs:
+        admin.goto(base + path)
+        run_pages += [path, *[h for h in _links(admin, "main a") if re.fullmatch(ONE_RUN, h)]]
+    assert len([path for path in run_pages if re.fullmatch(ONE_RUN, path)]) >= 2  # the two failed runs were read
+    _crawl(admin, base, found, "energy-admin", [*conversations, *run_pages])
+
+    _refresh_in_the_admin(admin, base, "停机服务")
+    assert "无法连接 MCP 服务器“停机服务”" in admin.locator(".messagelist .error").inner_text()
+    if words := _latin_words(admin, entered):
+        found["MCP server admin after a refresh"] = words
+    with all_tenants(reason="the test reads the server it refreshed"):
+        down = ToolServer.objects.get(slug="down")
+    _crawl(admin, base, found, "energy-admin", [f"/admin/toolservers/toolserver/{down.pk}/change/"])
 
     report = "\n".join(f"  {where}:\n" + "\n".join(f"    {line}" for line in lines) for where, lines in found.items())
     assert not found, f"Latin words on zh-hans pages (translate them, or add a real name to ALLOWED):\n{report}"

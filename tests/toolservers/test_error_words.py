@@ -163,3 +163,12 @@ def test_the_admin_shows_the_last_error_with_its_detail_as_code(login, tenant_ad
     change_page = reverse("admin:toolservers_toolserver_change", args=[server.pk])
     change = client.get(change_page, HTTP_ACCEPT_LANGUAGE="zh-hans")
     assert "连接失败：请检查 URL 以及服务器是否在运行。 <code>" in change.content.decode()
+
+
+def test_a_short_cell_drops_the_detail_before_cutting_the_sentence():
+    text = "步骤“`weather`”失败：无法连接。 `All connection attempts failed`"
+    whole = "步骤“<code>weather</code>”失败：无法连接。 <code>All connection attempts failed</code>"
+    assert error_html(text, 200) == whole
+    assert error_html(text, 30) == "步骤“<code>weather</code>”失败：无法连接。"  # identifiers stay
+    assert error_html("x" * 50, 10) == "x" * 9 + "…"
+    assert error_html("abc `def` " + "y" * 20, 7) == "abc …"  # never half a detail
