@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run serve test lint format install browser-deps migrate messages worker pip-check phoenix bench-smoke mcp-conformance
+.PHONY: run serve test lint format install browser-deps migrate messages worker pip-check phoenix litellm bench-smoke mcp-conformance
 
 # The tests' and the benchmarks' requirements in one resolution: a pin of one that disagrees with the other fails here.
 $(INSTALLED): requirements.txt requirements-dev.txt requirements-nodeps.txt bench/requirements.txt
@@ -38,6 +38,16 @@ $(PHOENIX_VENV)/.installed: requirements-phoenix.txt
 	touch $@
 
 phoenix: $(PHOENIX_VENV)/.installed
+
+# LiteLLM's proxy, the peer gateway bench/load_openai.py measures beside /v1, in a virtualenv of its own (by hand only:
+# the benches' smoke runs in CI do without it).
+LITELLM_VENV := .venv-litellm
+$(LITELLM_VENV)/.installed: requirements-litellm.txt
+	test -x $(LITELLM_VENV)/bin/python || $(PYTHON) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet -r requirements-litellm.txt
+	touch $@
+
+litellm: $(LITELLM_VENV)/.installed
 
 # The whole suite. With DATABASE_URL / REDIS_URL set it runs on PostgreSQL and Redis (CI sets both).
 test: install browser-deps phoenix mcp-conformance

@@ -21,6 +21,7 @@ from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from llm.models import ModelProvider
 from llm.selectors import default_provider
 from memory.overflow import OverflowConfig
+from tenants.generation import TenantMemo
 
 if TYPE_CHECKING:
     from memory.models import Conversation
@@ -143,6 +144,31 @@ def config_from_snapshot(
         workflow_yaml=snapshot.get("workflow_yaml"),
         version_id=version_id,
     )
+
+
+@dataclass(frozen=True)
+class Published:
+    """An agent's newest published version (None while it is a draft only) and the configuration new conversations
+    start with."""
+
+    version: AgentVersion | None
+    config: AgentConfig
+
+
+_published: TenantMemo[Published | None] = TenantMemo()
+
+
+def _read_published(agent: Agent) -> Published | None:
+    version = agent.published_version()
+    return Published(version, agent_config(agent=agent, version=version)) if version is not None else None
+
+
+def published_config(agent: Agent) -> Published:
+    """What a new conversation of `agent` starts on: its published version's configuration, kept per process under
+    the tenant's generation (a publish, an edit of its provider, are seen at the next message); a draft-only agent's
+    configuration is read afresh each time (it follows every edit of the draft)."""
+    found = _published.get(agent.tenant_id, agent.pk, lambda: _read_published(agent))
+    return found if found is not None else Published(None, agent_config(agent=agent, version=None))
 
 
 def conversation_config(conversation: Conversation) -> AgentConfig:

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils.translation import gettext as _
 
-from agents.config import agent_config
+from agents.config import agent_config, published_config
 from agents.models import Agent, AgentVersion
 from agents.settings_table import SETTINGS
 from memory.models import Conversation, ConversationSource, Visitor
@@ -108,8 +108,11 @@ def conversation_start(
     even when a version is published: it has no version, so each turn runs the draft as it is then (the pages let
     only administrators start one). `source`/`visitor`: where it was started (chat, api, widget) and by which
     website visitor."""
-    version = None if draft else agent.published_version()
-    config = agent_config(agent=agent, version=version)
+    if draft:
+        version, config = None, agent_config(agent=agent, version=None)
+    else:
+        published = published_config(agent)
+        version, config = published.version, published.config
     return conversation_create(
         agent=agent,
         version=version,

@@ -8,8 +8,12 @@ class ApiConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from api.models import ApiKey
         from tenants.access import may_administer
+        from tenants.generation import bump_on_change
         from tenants.navigation import HomeCard, register_card
+
+        bump_on_change(ApiKey)  # what requests keep of a key (api.keys): revoked, expired, its agents
 
         register_card(
             HomeCard(

@@ -26,6 +26,7 @@ from core.conf import setting
 from engine.admission import Caller, CallerKind
 from memory.models import Conversation, ConversationSource
 from memory.selectors import access_conversation
+from tenants.generation import TenantMemo
 from tenants.models import Membership, Role, Tenant
 from tenants.scope import all_tenants, tenant_scope
 
@@ -187,16 +188,56 @@ def looks_like_key(secret: str | None) -> bool:
     return bool(secret) and secret.startswith(KEY_START) and "." in secret
 
 
+class _MemberLeft:
+    """What a key whose member left the tenant reads as (kept like an access, refused at each request)."""
+
+    def __init__(self, key: ApiKey) -> None:
+        self.key = key
+
+
+# A key's tenant by its prefix: a key never changes tenant, so this is kept for the process's life; with it, the key
+# is read from the tenant's memo (tenants.generation) instead of three statements per request.
+_key_tenants: dict[str, int] = {}
+_accesses: TenantMemo[KeyAccess | _MemberLeft | None] = TenantMemo()
+
+
+def _read_access(prefix: str) -> KeyAccess | _MemberLeft | None:
+    """The key of `prefix` as requests use it, read from the database: its tenant, member and chosen agents."""
+    with all_tenants(reason="finding an API key by its prefix, before its tenant is known"):
+        key = ApiKey.objects.select_related("tenant", "user").filter(prefix=prefix).first()
+    if key is None:
+        return None
+    membership = Membership.objects.filter(user=key.user, tenant=key.tenant).first()
+    if membership is None:
+        if not key.user.is_superuser:
+            return _MemberLeft(key)
+        membership = Membership(user=key.user, tenant=key.tenant, role=Role.OWNER)
+    access = KeyAccess(key=key, tenant=key.tenant, user=key.user, membership=membership)
+    with tenant_scope(key.tenant):
+        access.chosen_agent_ids  # noqa: B018 - read now, kept with the access
+    return access
+
+
+def _find_access(prefix: str) -> KeyAccess | _MemberLeft | None:
+    tenant_id = _key_tenants.get(prefix)
+    if tenant_id is not None:
+        return _accesses.get(tenant_id, prefix, lambda: _read_access(prefix))
+    found = _read_access(prefix)  # not kept: its generation was not read before it (the next request keeps it)
+    if found is not None:
+        _key_tenants[prefix] = found.key.tenant_id
+    return found
+
+
 def authenticate_key(secret: str | None) -> KeyAccess:
     """The access a key grants, or KeyRefused. The key is found by its prefix across tenants (the one place the
-    tenant is not yet known), then compared in constant time."""
+    tenant is not yet known), then compared in constant time. What it reads is kept per process under its tenant's
+    generation (a revoked key, a member who left, an inactive tenant are refused at the next request)."""
     if not secret:
         raise KeyRefused("missing_api_key", _("Send an API key: Authorization: Bearer <key>."))
     if not looks_like_key(secret):
         raise KeyRefused("invalid_api_key", _("This API key is not valid."))
-    prefix = secret.partition(".")[0]
-    with all_tenants(reason="finding an API key by its prefix, before its tenant is known"):
-        key = ApiKey.objects.select_related("tenant", "user").filter(prefix=prefix).first()
+    found = _find_access(secret.partition(".")[0])
+    key = found.key if found is not None else None
     if key is None or not hmac.compare_digest(key.secret_hash, hash_secret(secret)):
         raise KeyRefused("invalid_api_key", _("This API key is not valid."))
     if key.revoked_at is not None:
@@ -206,16 +247,25 @@ def authenticate_key(secret: str | None) -> KeyAccess:
         raise KeyRefused("expired_api_key", _("This API key has expired."))
     if not key.tenant.active or not key.user.is_active:
         raise KeyRefused("inactive_tenant", _("The tenant or the member this key acts as is no longer active."))
-    membership = Membership.objects.filter(user=key.user, tenant=key.tenant).first()
-    if membership is None:
-        if not key.user.is_superuser:
-            raise KeyRefused("member_left", _("The member this key acts as has left the tenant."))
-        membership = Membership(user=key.user, tenant=key.tenant, role=Role.OWNER)
+    if isinstance(found, _MemberLeft):
+        raise KeyRefused("member_left", _("The member this key acts as has left the tenant."))
     if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
         ApiKey._base_manager.filter(pk=key.pk).filter(
             Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_RESOLUTION)
         ).update(last_used_at=now)
-    return KeyAccess(key=key, tenant=key.tenant, user=key.user, membership=membership)
+        key.last_used_at = now  # the kept key too (an update sends no signal: the generation stays)
+    return found
+
+
+_key_agents: TenantMemo[Agent | None] = TenantMemo()
+
+
+def key_agent(access: KeyAccess, slug: str) -> Agent | None:
+    """The agent of API name `slug` that `access` reaches (published, active, within the key's choice), or None;
+    kept per process under the tenant's generation. Run in the key's tenant scope."""
+    return _key_agents.get(
+        access.tenant.pk, (slug, access.chosen_agent_ids), lambda: access.agents().filter(slug=slug).first()
+    )
 
 
 def caller_conversation(*, conversation_id: int, user: Any, membership: Any, access: KeyAccess | None) -> Conversation:

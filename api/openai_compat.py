@@ -38,7 +38,7 @@ from django.views.decorators.csrf import csrf_exempt
 from agents.models import Agent
 from agents.runtime import TurnStatus
 from agents.sinks import QueueSink
-from api.keys import KeyAccess, KeyRefused
+from api.keys import KeyAccess, KeyRefused, key_agent
 from api.models import KeyScope
 from api.openai_answers import Chunks, Ending, answer, stream, turn_error
 from api.openai_request import ApiError, CompletionRequest, parse_completion_request
@@ -140,7 +140,7 @@ def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
     """The key and the agent of a request (one hop to the database thread); the conversation is admission's."""
     access = _access(authorization, KeyScope.CHAT)
     with tenant_scope(access.tenant):
-        agent = access.agents().filter(slug=ask.model).first()
+        agent = key_agent(access, ask.model)
     if agent is None:
         raise ApiError(
             404, _("No agent “%(model)s” for this key. GET /v1/models lists them.") % {"model": ask.model},

@@ -2,8 +2,10 @@
 the scripted model at zero delay, compared with the same model called directly at the same concurrency.
 
 Per concurrency C and mode (blocking / streaming): requests completed / expected, errors by status, turns/s, latency
-p50/p95 (request -> last byte) and the model's own, Daphne CPU (% of one core, summed over processes) and the
-whole machine's. Each request is a stateless turn (a new conversation from `messages`), as most OpenAI clients send.
+p50/p95 (request -> last byte) and the model's own, the server's CPU (% of one core, summed over its processes), its
+CPU milliseconds per completed turn, and the whole machine's. With `make litellm` built, a peer gateway's row at the
+same level (LiteLLM's proxy on the same scripted model, bench/peer_litellm.py) and the platform's turns/s over its.
+Each request is a stateless turn (a new conversation from `messages`), as most OpenAI clients send.
 
 How: the same set-up as bench/load_ws.py (Daphne processes serving bench.load_asgi:application with production
 settings, PostgreSQL database `agentplat_bench`, Redis db 14, the scripted model server); an API key is made for a
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peer_litellm
 from common import BASE_DIR, bench_parser, ensure_postgres, require_redis, setup_django, smoke_check
 from load_ws import (
     DEFAULT_DATABASE_URL,
@@ -45,6 +48,7 @@ from load_ws import (
     bench_environment,
     delete_redis_keys,
     ensure_fixtures,
+    free_port,
     log,
     percentile,
     start_daphne,
@@ -130,7 +134,7 @@ async def run_level(
 
 
 def row(label: str, level: dict[str, Any], cpu: dict[str, float | None] | None) -> str:
-    daphne = sum(v or 0 for k, v in (cpu or {}).items() if k.startswith("daphne")) if cpu else None
+    daphne = sum(v or 0 for k, v in (cpu or {}).items() if k.startswith("server")) if cpu else None
     host = (cpu or {}).get("host")
     errors = ",".join(f"{k}:{v}" for k, v in level["errors"].items()) or "-"
     daphne_text = f"{daphne:.0f}" if daphne is not None else "-"
@@ -150,15 +154,30 @@ def cpu_ms_per_turn(level: dict[str, Any], percent: float | None) -> float | Non
     return percent / 100 * level["seconds"] * 1000 / level["completed"]
 
 
-async def run(args: argparse.Namespace, servers: list[Any], secret: str, model: str, model_base: str) -> list[dict]:
+async def peer_level(peer: Any, concurrency: int, requests: int, stream: bool) -> tuple[dict[str, Any], dict]:
+    """One level through the peer gateway, with its process's CPU."""
+    window = CpuWindow({"server litellm": peer.pid})
+    window.start()
+    level = await run_level(
+        [f"{peer.base_url}/chat/completions"], {"Authorization": f"Bearer {peer_litellm.KEY}"}, peer_litellm.MODEL,
+        concurrency, requests, stream,
+    )  # fmt: skip
+    return level, window.stop()
+
+
+async def run(
+    args: argparse.Namespace, servers: list[Any], secret: str, model: str, model_base: str, peer: Any = None
+) -> list[dict]:
     await wait_ready(servers)
     urls = [f"http://{HOST}:{s.port}/v1/chat/completions" for s in servers]
     headers = {"Authorization": f"Bearer {secret}"}
-    pids = {f"daphne {s.port}": s.pid for s in servers}
+    pids = {f"server daphne {s.port}": s.pid for s in servers}
     # Warm-up, not measured: imports, pools, caches.
     await run_level(urls, headers, model, len(servers) * 2, len(servers) * 10, stream=False)
+    if peer is not None:
+        await peer_level(peer, 2, 10, stream=False)
     print(
-        f"{'':<28} {'done':>11} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'Daphne%':>8} {'CPU ms':>8} {'host%':>6}"
+        f"{'':<28} {'done':>11} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'server%':>8} {'CPU ms':>8} {'host%':>6}"
         "  errors"
     )
     results = []
@@ -180,8 +199,14 @@ async def run(args: argparse.Namespace, servers: list[Any], secret: str, model: 
             print(row(f"C={concurrency} {mode} model alone", baseline, base_cpu), flush=True)
             ratio = level["per_s"] / baseline["per_s"] if baseline["per_s"] else 0
             print(f"{'':<28} platform / model alone: {ratio:.2f}x turns/s", flush=True)
-            results.append({"concurrency": concurrency, "mode": mode, "platform": level, "model": baseline,
-                            "cpu": cpu})  # fmt: skip
+            result = {"concurrency": concurrency, "mode": mode, "platform": level, "model": baseline, "cpu": cpu}
+            if peer is not None:
+                peer_result, peer_cpu = await peer_level(peer, concurrency, args.requests, stream)
+                print(row(f"C={concurrency} {mode} LiteLLM proxy", peer_result, peer_cpu), flush=True)
+                ratio = level["per_s"] / peer_result["per_s"] if peer_result["per_s"] else 0
+                print(f"{'':<28} platform / LiteLLM proxy: {ratio:.2f}x turns/s", flush=True)
+                result.update(peer=peer_result, peer_cpu=peer_cpu)
+            results.append(result)
     return results
 
 
@@ -196,6 +221,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=20)
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--redis-url", default=DEFAULT_REDIS_URL)
+    parser.add_argument(
+        "--peer", choices=("litellm", "none"), default="litellm",
+        help="a peer gateway's row beside the platform's (LiteLLM's proxy, when `make litellm` built its venv)",
+    )  # fmt: skip
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -214,18 +243,23 @@ def main(argv: list[str] | None = None) -> None:
     model_process, model_port = spawn(script)
     model_base = f"http://{HOST}:{model_port}/v1"
     servers: list[Any] = []
+    peer = None
     try:
         ensure_fixtures(4, model_base, provider_timeout=30.0)
         secret, model = make_key()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(BASE_DIR), os.environ.get("PYTHONPATH")]))}
         servers = start_daphne(args.daphne, env, Path(tempfile.mkdtemp(prefix="load-openai-")))
+        if args.peer == "litellm" and peer_litellm.available():
+            peer = peer_litellm.start(model_base, MODEL, free_port())
+        elif args.peer == "litellm":
+            log("no LiteLLM proxy row: its virtualenv is not built (make litellm)")
         print(
             f"# load_openai | {args.daphne} Daphne | model {args.tokens} tokens at zero delay | "
             f"C={args.concurrency} | {args.requests} requests per level and mode | db={args.database_url} "
             f"redis={args.redis_url}",
             flush=True,
         )
-        results = asyncio.run(run(args, servers, secret, model, model_base))
+        results = asyncio.run(run(args, servers, secret, model, model_base, peer))
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2))
             log(f"wrote {args.json}")
@@ -238,6 +272,7 @@ def main(argv: list[str] | None = None) -> None:
                 if level["completed"] != level["expected"] or level["errors"]
             )
     finally:
+        peer_litellm.stop(peer)
         stop_daphne(servers)
         model_process.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -10,8 +10,11 @@ class LlmConfig(AppConfig):
     def ready(self) -> None:
         from llm import usage
         from llm.demo import seed_demo_providers
+        from llm.models import ModelProvider
         from tenants.admin import register_tenant_usage
         from tenants.demo import register_demo_seeder
+        from tenants.generation import bump_on_change
 
+        bump_on_change(ModelProvider)  # the providers of the agents' configurations requests keep (agents.config)
         register_tenant_usage(usage)
         register_demo_seeder(seed_demo_providers)

@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from celery import current_app
-from django.db import IntegrityError, NotSupportedError, transaction
+from django.db import IntegrityError, NotSupportedError, connections, transaction
 from django.db.models import Case, F, Func, JSONField, Value, When
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from core import tracing
@@ -27,6 +28,7 @@ from memory.counters import overflow_metric_add
 from memory.models import Conversation, ConversationContext, ConversationSource, Message, MessageStatus, Role, Visitor
 from memory.stored import active_stored
 from memory.tasks import extract_turn_memory, summarize_conversation
+from tenants.managers import ensure_scope_allows
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -145,29 +147,25 @@ def message_add(
     constraint refuses the insert (looking first would cost every turn a statement): it is returned as it was, or
     with `return_existing=False` the IntegrityError is raised (the caller then knows it was not stored now)."""
     tokens = overflow.message_tokens(role, content, tool_calls, tool_call_id, conversation.model or "gpt-4")
+    message = Message(
+        tenant_id=conversation.tenant_id,
+        conversation=conversation,
+        role=role,
+        content=content or "",
+        tool_calls=tool_calls or None,
+        tool_call_id=tool_call_id or "",
+        token_count=tokens,
+        client_id=client_id or None,
+        status=status,
+        error_code=error_code,
+        usage=usage,
+        trace_parent=trace_parent,
+    )
+    # An untitled conversation is named after its first message (in the same statement).
+    title = title_from(content) if role == Role.USER and not conversation.title else None
     try:
         with transaction.atomic():
-            message = Message.objects.create(
-                tenant_id=conversation.tenant_id,
-                conversation=conversation,
-                role=role,
-                content=content or "",
-                tool_calls=tool_calls or None,
-                tool_call_id=tool_call_id or "",
-                token_count=tokens,
-                client_id=client_id or None,
-                status=status,
-                error_code=error_code,
-                usage=usage,
-                trace_parent=trace_parent,
-            )
-            if active:
-                context_ids_append(conversation, [message.pk])
-            changes: dict[str, Any] = {"updated_at": timezone.now()}
-            if role == Role.USER and not conversation.title:
-                # An untitled conversation is named after its first message (in the same statement).
-                changes["title"] = Case(When(title="", then=Value(title_from(content))), default=F("title"))
-            Conversation.objects.filter(pk=conversation.pk).update(**changes)
+            _store(message, conversation, active=active, title=title)
     except IntegrityError:
         # The same client_id arrived twice (a resend, or two at once): the first one stored it.
         if client_id and return_existing:
@@ -176,6 +174,59 @@ def message_add(
                 return existing
         raise
     return message
+
+
+def _store(message: Message, conversation: Conversation, *, active: bool, title: str | None) -> None:
+    """Insert `message`, append it to the conversation's context when `active`, and touch the conversation (its time;
+    its `title` when given and it has none): one statement on PostgreSQL, three elsewhere."""
+    if connections[Message.objects.db].vendor == "postgresql":
+        _store_in_one_statement(message, conversation, active=active, title=title)
+        return
+    message.save(force_insert=True)
+    if active:
+        context_ids_append(conversation, [message.pk])
+    changes: dict[str, Any] = {"updated_at": timezone.now()}
+    if title is not None:
+        changes["title"] = Case(When(title="", then=Value(title)), default=F("title"))
+    Conversation.objects.filter(pk=conversation.pk).update(**changes)
+
+
+def _store_in_one_statement(message: Message, conversation: Conversation, *, active: bool, title: str | None) -> None:
+    """_store as one data-modifying WITH: the insert Django compiles (its defaults, auto_now_add and JSON adapters),
+    the context's append and the conversation's touch run on the insert's RETURNING id, in one round trip. The row's
+    tenant is checked as TenantOwned.save checks it (and row-level security again in the database)."""
+    ensure_scope_allows(message.tenant_id)
+    database = Message.objects.db
+    fields = [field for field in Message._meta.local_concrete_fields if not field.primary_key]
+    query = InsertQuery(Message)
+    query.insert_values(fields, [message])
+    compiler = query.get_compiler(using=database)
+    compiler.returning_fields = [Message._meta.pk]
+    [(insert, params)] = compiler.as_sql()
+    now = timezone.now()
+    parts = [f"WITH m AS ({insert})"]
+    if active:
+        parts.append(
+            ', c AS (UPDATE "memory_conversationcontext" SET "active_messages" = '
+            "(COALESCE(\"active_messages\", '[]'::jsonb) || jsonb_build_array((SELECT id FROM m))), "
+            '"updated_at" = %s WHERE "conversation_id" = %s AND "tenant_id" = %s)'
+        )
+        params = (*params, now, conversation.pk, conversation.tenant_id)
+    if title is not None:
+        touch = '"updated_at" = %s, "title" = CASE WHEN "title" = \'\' THEN %s ELSE "title" END'
+        params = (*params, now, title)
+    else:
+        touch = '"updated_at" = %s'
+        params = (*params, now)
+    touched = f', v AS (UPDATE "memory_conversation" SET {touch} WHERE "id" = %s AND "tenant_id" = %s)'  # noqa: S608 - constant text, values are parameters
+    parts.append(touched)
+    parts.append(" SELECT id FROM m")
+    params = (*params, conversation.pk, conversation.tenant_id)
+    with connections[database].cursor() as cursor:
+        cursor.execute("".join(parts), params)
+        message.pk = cursor.fetchone()[0]
+    message._state.adding = False
+    message._state.db = database
 
 
 def messages_import(*, conversation: Conversation, messages: Sequence[ChatMessage]) -> list[Message]:

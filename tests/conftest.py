@@ -173,8 +173,10 @@ def _fresh_search_caches():
     """Per-process search structures are keyed by database and knowledge-base id; a rolled-back test database
     hands the same ids out again (SQLite's sequences roll back too), so every test starts without them."""
     from knowledge import retrieval
+    from tenants.generation import TenantMemo
 
     retrieval.clear_caches()
+    TenantMemo.clear_all()  # what requests keep of a tenant's rows, by tenant id too
     yield
 
 
