@@ -101,6 +101,7 @@ def test_the_answer_is_sse_only_for_a_call_with_a_token(asgi_live_server, publis
         assert plain.json()["result"]["structuredContent"]["reply"] == "You said: hi"
         streamed = http.post(url, json=with_token, headers=headers)
         assert streamed.headers["content-type"].startswith("text/event-stream")
+        assert streamed.headers["x-accel-buffering"] == "no"  # (sse_starlette's) a proxy passes events on at once
         events = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: ")]
         assert events[0]["method"] == "notifications/progress"
         assert events[0]["params"]["progressToken"] == "p-1" and events[0]["params"]["progress"] == 1
