@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
 from agents.tools import get_tool
@@ -75,14 +77,33 @@ class ProgressLine:
         return tool.label() if tool is not None else None
 
     @property
-    def label(self) -> str:
-        """The tool's label, or for a workflow step its tool's label, else its step type's."""
+    def known_label(self) -> str | None:
+        """The tool's label, or for a workflow step its tool's label, else its step type's; None for a name no
+        registry knows (a planner's own tools)."""
         if self.step_type:
             label = self._tool_label(self.tool) if self.tool else None
-            return label or step_type_labels().get(self.step_type, self.name)
-        return self._tool_label(self.name) or self.name
+            return label or step_type_labels().get(self.step_type)
+        return self._tool_label(self.name)
+
+    @property
+    def label(self) -> str:
+        return self.known_label or self.name
+
+    def _words(self) -> str:
+        labels = workflow_step_line_labels() if self.step_type else tool_status_labels()
+        return labels[line_status(self.status)]
 
     @property
     def text(self) -> str:
-        labels = workflow_step_line_labels() if self.step_type else tool_status_labels()
-        return labels[line_status(self.status)] % {"name": self.label}
+        return self._words() % {"name": self.label}
+
+    def html(self) -> SafeString:
+        """The line as HTML: a name without a label is shown as the identifier it is (code)."""
+        label = self.known_label
+        name = escape(label) if label else format_html("<code>{}</code>", self.name)
+        return mark_safe(escape(self._words()) % {"name": name})  # noqa: S308 - escaped just above
+
+    def label_html(self) -> SafeString:
+        """The label as HTML, or the identifier as code when there is none."""
+        label = self.known_label
+        return format_html("{}", label) if label else format_html("<code>{}</code>", self.name)

@@ -122,9 +122,10 @@ def _result(value: Any, limit: int) -> SafeString:
 
 def _field_value(value: Any) -> SafeString:
     """An argument's value: text as it is, data (numbers, lists, objects) as code."""
-    if isinstance(value, str):
-        return format_html("{}", _short(value, 80))
-    return format_html("<code>{}</code>", _short(value, 80))
+    text = _short(value, 80)
+    if isinstance(value, str) and not value.lstrip().startswith(("{", "[")):
+        return format_html("{}", text)
+    return format_html("<code>{}</code>", text)  # data, or data written as JSON text
 
 
 def argument_fields(arguments: Any) -> SafeString:
@@ -142,7 +143,7 @@ def _tool_call_summary(data: dict[str, Any], known: dict[str, str]) -> SafeStrin
     """A tool call (or a workflow agent's step) as the chat's line says it, its arguments as fields, its result."""
     words = {key: str(data.get(key) or "") for key in ("name", "status", "step_type", "tool")}
     line = ProgressLine(**words, known=known)
-    summary = format_html('<span class="plan-tool-line" title="{}">{}</span>', line.name, line.text)
+    summary = format_html('<span class="plan-tool-line" title="{}">{}</span>', line.name, line.html())
     fields = argument_fields(data.get("arguments"))
     if fields:
         summary = format_html('{} <span class="plan-fields">{}</span>', summary, fields)
@@ -158,8 +159,8 @@ def _model_call_summary(data: dict[str, Any], known: dict[str, str]) -> SafeStri
         parts.append(pgettext("plan log", "call %(id)s") % {"id": data["call_id"]})
     if data.get("tool_calls"):
         separator = pgettext("list separator", ", ")
-        labels = (ProgressLine(name=str(name), known=known).label for name in data["tool_calls"])
-        parts.append(format_html("→ {}", separator.join(labels)))
+        labels = [ProgressLine(name=str(name), known=known).label_html() for name in data["tool_calls"]]
+        parts.append(format_html("→ {}", format_html_join(separator, "{}", ((label,) for label in labels))))
     if usage:
         parts.append(
             _("Tokens: %(prompt)s prompt + %(completion)s completion")

@@ -49,7 +49,9 @@ def test_a_tenant_admin_reads_the_whole_log_and_one_steps_rows(login, tenant, te
     kinds = [(entry.log.kind, entry.step) for entry in entries]
     assert (LogKind.TOOL_CALL, 0) in kinds and (LogKind.MODEL_CALL, None) in kinds and (LogKind.STATE, 1) in kinds
     body = page.content.decode()
-    assert 'title="Solar_tool">Tool “Solar_tool” running…</span>' in body and "final summary · call 77" in body
+    # A tool no registry knows is named by its identifier, as code.
+    assert 'title="Solar_tool">Tool “<code>Solar_tool</code>” running…</span>' in body
+    assert "final summary · call 77" in body
     assert "step agent · Tokens: 12 prompt + 3 completion" in body
     assert "before the step" in body and "completed → Solar output" in body  # state rows carry the step results
 
@@ -204,5 +206,18 @@ def test_the_log_says_tool_calls_and_steps_in_the_chats_words_with_fields(login,
     ) in summaries
     assert '<span class="plan-tool-line" title="ask_project">步骤「询问用户」在等待你的回答</span>' in summaries
     assert "步骤智能体 · → 光伏经济性测算" in summaries
+    with tenant_scope(tenant):  # a planner's own tools have no label: their names are code; JSON text is code
+        services.plan_log(
+            plan=plan, kind=LogKind.MODEL_CALL, step=2, data={"role": "planner", "tool_calls": ["list_agents"]}
+        )
+        services.plan_log(plan=plan, kind=LogKind.TOOL_CALL, step=2, data={
+            "name": "ask", "status": "completed", "step_type": "input",
+            "arguments": {"message": '{"userQuery": "杭州"}'},
+        })  # fmt: skip
+    summaries = [str(entry.summary) for entry in client.get(_log_url(plan, 2)).context["entries"]]
+    assert summaries[0] == "规划师 · → <code>list_agents</code>"
+    assert summaries[1].endswith(
+        "<code>message</code>: <code>{&quot;userQuery&quot;: &quot;杭州&quot;}</code></span></span>"
+    )
     body = page.content.decode()
     assert "pv_economics(" not in body and "已中断" not in body
