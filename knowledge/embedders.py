@@ -334,7 +334,7 @@ class ProviderEmbedder:
                     )
                 )
             except LLMError as exc:
-                raise EmbedderError(str(exc)) from exc
+                raise EmbedderError(exc.message) from exc  # the reader's language, not LLMError's English str
         matrix = _normalise(np.array(rows, dtype=np.float32)) if rows else np.zeros((0, 0), dtype=np.float32)
         if matrix.size:
             self.dimension = int(matrix.shape[1])
