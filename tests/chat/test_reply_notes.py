@@ -14,10 +14,12 @@ from agents.services import agent_create, agent_publish, conversation_start
 from agents.workflows.services import workflow_save
 from chat.selectors import chat_history
 from core.db import database_sync_to_async
+from memory.services import assistant_message_finish
 from tenants.scope import tenant_scope
 from tests.agents.factories import THINKER_WORKFLOW
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import user_turn
+from tests.widget.helpers import make_embed, new_visitor, open_chat, page_json, visitor_conversation_start
 
 CUT_EN = "This reply was cut off here: it reached the agent’s “Longest reply (tokens)” limit."
 CUT_ZH = "回复在此处被截断：已达到智能体的“单次回复最多 Token 数”上限。"
@@ -102,3 +104,19 @@ async def test_a_workflow_agents_step_lines_are_kept_and_shown_after_a_reload(te
         "Step “Ask the model” finished",
         "Step “Output” finished",
     ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("language", "note"), [("zh-hans", CUT_ZH), ("en", CUT_EN)])
+def test_the_widget_notes_a_cut_reply_after_a_reload_too(client, tenant, scripted_llm, language, note):
+    embed = make_embed(tenant, scripted_llm.base_url)
+    visitor = new_visitor()
+    conversation = visitor_conversation_start(embed, visitor, "Tell me everything.")
+    with tenant_scope(tenant):
+        usage = {"prompt_tokens": 9, "completion_tokens": 7, "finish_reason": "length"}
+        assistant_message_finish(conversation=conversation, content="It all began", usage=usage)
+        assistant_message_finish(conversation=conversation, content="Done.", usage={"prompt_tokens": 1})
+    chat = open_chat(client, embed, visitor, lang=language)
+    page = chat.response.content.decode().replace("&#x27;", "’").replace("'", "’")
+    assert page.count(f'<p class="chat-cut-note" role="note">{note}</p>') == 1  # the cut reply only
+    assert "cutShort" in page_json(chat.response, "chat-labels")  # and live, from the done frame
