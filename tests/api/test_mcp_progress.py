@@ -22,9 +22,9 @@ from api.models import KeyScope
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REPLY = "South-facing panels at a 30 degree tilt give the most power over the year."  # 76 characters
-# 16 pieces of 5 characters, 0.2 s apart: a turn of over 3 s, longer than the client's read timeout below.
-SLOW = {"text": REPLY, "chunk_size": 5, "delay": 0.2, "first_delay": 0.2}
-READ_TIMEOUT = 1.5
+# 16 pieces of 5 characters, 0.3 s apart: a turn of about 5 s, twice the client's read timeout below.
+SLOW = {"text": REPLY, "chunk_size": 5, "delay": 0.3, "first_delay": 0.3}
+READ_TIMEOUT = 2.5
 
 
 async def _call(url: str, secret: str, name: str, progress: list | None, timeout: float = READ_TIMEOUT):
