@@ -12,8 +12,10 @@ its errors and its HTTP client are still the openai SDK's; only the stream's lin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -179,28 +181,23 @@ class OpenAICompatibleTransport(Transport):
 
     async def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[Chunk]:
         await self.check_address(connection)
-        completions = self.client(connection).chat.completions.with_streaming_response
-        # The SDK sends the request and raises its errors for an error status; the body's lines are read here.
-        # The parameters go in `extra_body`, which the SDK merges into the JSON body as they are: `params` is
-        # already the wire format, and the SDK's own pass over typed parameters (walking every message through
-        # the TypedDict unions) was 40 % of a turn's CPU in a busy Daphne process, growing with the history.
-        wire = {key: value for key, value in params.items() if key not in ("model", "extra_body")}
-        wire.update(params.get("extra_body") or {})  # a caller's extra fields, merged as the SDK merges them
-        async with completions.create(
-            model=params["model"],
-            messages=[],  # replaced by wire["messages"]
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body=wire,
-        ) as response:
-            async for payload in sse_data(response.iter_lines()):
+        client = self.client(connection)
+        # The request is sent on the SDK's own HTTP client (its pool, pinned transport and timeouts) with the SDK's
+        # headers, and an error status or a failed connection raises the SDK's own error; but the body is built
+        # here once, as the JSON it is: the SDK's pass over typed parameters (walking every message through the
+        # TypedDict unions) was 40 % of a turn's CPU in a busy Daphne process, and its request building a further
+        # 1.7 ms per model call (docs/operations.md). `params` is already the wire format; `extra_body` merges as
+        # the SDK merges it.
+        body = {"stream": True, "stream_options": {"include_usage": True}}
+        body.update((key, value) for key, value in params.items() if key != "extra_body")
+        body.update(params.get("extra_body") or {})
+        async with _streamed(client, body) as response:
+            async for payload in sse_data(response.aiter_lines()):
                 data = json.loads(payload)
                 if isinstance(data, dict) and data.get("error"):  # an error sent inside the stream, as the SDK reads it
                     error = data["error"]
                     message = error.get("message") if isinstance(error, dict) else str(error)
-                    raise openai.APIError(
-                        message or "An error occurred during streaming", response.http_request, body=error
-                    )
+                    raise openai.APIError(message or "An error occurred during streaming", response.request, body=error)
                 yield Chunk(data)
 
     async def embed(
@@ -210,6 +207,43 @@ class OpenAICompatibleTransport(Transport):
         response = await self.client(connection).embeddings.create(model=model, input=inputs)
         usage = response.usage.prompt_tokens if response.usage else None
         return [item.embedding for item in sorted(response.data, key=lambda d: d.index)], usage
+
+
+def _headers(client: openai.AsyncOpenAI) -> dict[str, str]:
+    """The headers the SDK sends with a request of `client` (its defaults and the key), read once per client."""
+    headers = _sdk_headers.get(client)
+    if headers is None:
+        headers = {name: value for name, value in client.default_headers.items() if isinstance(value, str)}
+        headers["Authorization"] = f"Bearer {client.api_key}"
+        headers["Accept"] = "text/event-stream"
+        _sdk_headers[client] = headers
+    return headers
+
+
+_sdk_headers: weakref.WeakKeyDictionary[openai.AsyncOpenAI, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+@contextlib.asynccontextmanager
+async def _streamed(client: openai.AsyncOpenAI, body: dict[str, Any]) -> AsyncIterator[httpx2.Response]:
+    """POST chat/completions on `client`'s HTTP client, streamed; the SDK's errors for what fails."""
+    http = client._client  # the SDK's own httpx client: one pool per client, guarded transport
+    request = http.build_request(
+        "POST", client.base_url.join("chat/completions"), content=json.dumps(body).encode(), headers=_headers(client),
+        timeout=client.timeout,
+    )  # fmt: skip
+    try:
+        response = await http.send(request, stream=True)
+    except httpx2.TimeoutException:
+        raise openai.APITimeoutError(request=request) from None
+    except httpx2.HTTPError as exc:
+        raise openai.APIConnectionError(request=request) from exc
+    try:
+        if response.status_code >= 400:
+            await response.aread()
+            raise client._make_status_error_from_response(response)
+        yield response
+    finally:
+        await response.aclose()
 
 
 class ScriptedTransport(Transport):

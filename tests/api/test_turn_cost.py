@@ -121,7 +121,8 @@ def test_a_change_another_process_made_is_seen_through_the_shared_generation(
     client = _warm(asgi_live_server, published, secret)
     # Another process revokes the key: its row changes here without this process's signals, and its bump reaches
     # this process only as a new token in the shared cache.
-    ApiKey._base_manager.filter(pk=key.pk).update(revoked_at=key.created_at)
+    with tenant_scope(tenant):
+        ApiKey.objects.filter(pk=key.pk).update(revoked_at=key.created_at)
     assert _ask(client, published.solar.slug)  # this process still keeps the key as it read it
     cache.set(KEY.format(tenant.pk), "a token of another process", timeout=None)
     assert _refused(client, published.solar.slug).body["code"] == "revoked_api_key"
