@@ -8,8 +8,9 @@ import asyncio
 import time
 
 import pytest
+from django.db import connection
 
-from agents.services import agent_create, conversation_start
+from agents.services import agent_create, agent_publish, conversation_start
 from chat.consumers import ConversationSocket
 from core.db import database_sync_to_async
 from memory.models import Message
@@ -30,16 +31,17 @@ from tests.turns import wait_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# Measured: a connect reads the session, the user, the membership and the conversation (4); a plain chat turn 14
-# with the quota ledger off, as here: the engine's admission reads the conversation's last message (does it wait for
-# an API client's tool results) and the tenant's monthly tokens (is its budget spent; with the ledger on, the model
-# call's check reuses that read); the resend check; store the message, append it to the context in the same UPDATE
-# and touch the conversation; read the agent's knowledge bases; the context row, once for the tool context and the
-# window; the active messages; the quota; then the usage record, the reply with its context append and the
-# conversation's time. A socket's first message one more: the message limit of the conversation's agent
-# (agents.limits; for this draft, its configuration reads the knowledge bases), which the socket then keeps.
+# Measured: a connect reads the session, the user, the membership and the conversation (4). A chat turn of an agent
+# that was never published, with the tenant's monthly tokens read afresh (LLM_QUOTA_CACHE_SECONDS=0, the worst case):
+# the engine's admission reads the conversation's last message (does it wait for an API client's tool results) and the
+# tenant's monthly tokens (is its budget spent); the message stored (on PostgreSQL one statement with its context
+# append and the conversation's time, elsewhere three); the draft's knowledge bases (its configuration, twice); the
+# context row; the active messages; the quota again (the model call's check); the usage record; the reply, stored as
+# the message was. A published agent's conversation with the quota read kept (the default) reads neither the draft
+# nor the quota: PUBLISHED_TURN_STATEMENTS.
 CONNECT_STATEMENTS = 4
-TURN_STATEMENTS = 14
+TURN_STATEMENTS = {"postgresql": 10, "sqlite": 14}
+PUBLISHED_TURN_STATEMENTS = {"postgresql": 6, "sqlite": 10}
 
 
 async def test_a_connect_runs_a_bounded_number_of_statements(member, tenant, conversation):  # noqa: F811
@@ -75,8 +77,32 @@ async def test_a_turn_runs_a_bounded_number_of_statements_and_none_per_token(
         return len(statements)
 
     short, long = await turn_statements(5), await turn_statements(300)
-    assert 0 < short <= TURN_STATEMENTS, statements_of
+    assert 0 < short <= TURN_STATEMENTS[connection.vendor], statements_of
     assert long == short  # nothing per token
+
+
+async def test_a_published_agents_turn_runs_fewer_statements(member, tenant, scripted_llm):
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 5, "delay": 0.001}})
+    published = await database_sync_to_async(_published_conversation)(tenant, member, scripted_llm.base_url)
+    counts = []
+    for number in range(2):  # the first turn reads the tenant's monthly tokens, the second the kept figure
+        socket = await _connect(member, tenant, published.pk)
+        with count_statements() as statements:
+            await socket.send_json_to(_send(f"hello {number}", f"c-{number}"))
+            frames = await _frames_until(socket)
+            await wait_turns()
+        await socket.disconnect()
+        assert frames[-1]["type"] == "done" and frames[-1]["status"] == "complete"
+        counts.append(statements.sql)
+    assert 0 < len(counts[1]) <= PUBLISHED_TURN_STATEMENTS[connection.vendor], counts[1]
+
+
+def _published_conversation(tenant, user, base_url):
+    with tenant_scope(tenant):
+        ModelProviderFactory(tenant=tenant, name="scripted", base_url=base_url, is_default=True)
+        agent = agent_create(tenant=tenant, name="Advisor", system_prompt="You advise.", model="gpt-4")
+        agent_publish(agent=agent, user=None)
+        return conversation_start(agent=agent, user=user)
 
 
 async def test_a_frame_lost_on_the_bus_is_read_from_the_log_before_the_next_one(
