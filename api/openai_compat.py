@@ -49,6 +49,7 @@ from engine.admission import Admitted, Refusal, RefusalCode, Target
 from engine.places import holding
 from engine.turns import Outcome
 from memory.models import ConversationSource
+from tenants.generation import read_once
 from tenants.scope import tenant_scope
 
 logger = logging.getLogger("api.openai")
@@ -138,9 +139,10 @@ class Prepared:
 
 def _prepare(authorization: str | None, ask: CompletionRequest) -> Prepared:
     """The key and the agent of a request (one hop to the database thread); the conversation is admission's."""
-    access = _access(authorization, KeyScope.CHAT)
-    with tenant_scope(access.tenant):
-        agent = key_agent(access, ask.model)
+    with read_once():
+        access = _access(authorization, KeyScope.CHAT)
+        with tenant_scope(access.tenant):
+            agent = key_agent(access, ask.model)
     if agent is None:
         raise ApiError(
             404, _("No agent “%(model)s” for this key. GET /v1/models lists them.") % {"model": ask.model},

@@ -46,6 +46,7 @@ from llm.options import CallOptions
 from memory.models import Conversation, ConversationSource, Message, Role, Visitor
 from memory.services import messages_import, title_from
 from tenants.access import may_administer
+from tenants.generation import read_once
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
@@ -463,7 +464,7 @@ def _limits(caller: Caller, conversation: Conversation | None, limit: MessageLim
 
 def _decide(caller: Caller, target: Target, content: str, client_id: str, stream: bool) -> Refusal | _Place:
     """Everything admit() decides from the database, in one hop to the database thread."""
-    with tenant_scope(caller.tenant):
+    with read_once(), tenant_scope(caller.tenant):
         conversation = None
         if target.conversation is not None or target.conversation_id is not None:
             conversation = _conversation(caller, target)

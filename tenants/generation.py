@@ -12,9 +12,11 @@ retires. Bulk `QuerySet.update()` sends no signal: code that changes these rows 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 from django.core.cache import cache
@@ -28,13 +30,34 @@ V = TypeVar("V")
 KEY = "tenant-generation:{}"
 
 
+# The tokens read inside read_once(): tenant id -> token.
+_read: ContextVar[dict[int, str] | None] = ContextVar("tenant_generations_read", default=None)
+
+
+@contextlib.contextmanager
+def read_once() -> Iterator[None]:
+    """Within it, each tenant's token is read from the cache once (a request's reads in one database hop): a change
+    made meanwhile by another process is seen by the next request, as if the tokens had been read at its start. A
+    bump inside it is seen at once."""
+    reset = _read.set({})
+    try:
+        yield
+    finally:
+        _read.reset(reset)
+
+
 def generation(tenant_id: int) -> str:
     """The tenant's current token (a new one when the cache has none: whatever was kept under another is stale)."""
+    kept = _read.get()
+    if kept is not None and tenant_id in kept:
+        return kept[tenant_id]
     key = KEY.format(tenant_id)
     token = cache.get(key)
     if token is None:
         cache.add(key, uuid.uuid4().hex, timeout=None)
         token = cache.get(key)
+    if kept is not None:
+        kept[tenant_id] = token
     return token
 
 
@@ -43,6 +66,9 @@ def bump(tenant_id: int) -> None:
 
     def retire() -> None:
         cache.set(KEY.format(tenant_id), uuid.uuid4().hex, timeout=None)
+        kept = _read.get()
+        if kept is not None:
+            kept.pop(tenant_id, None)
 
     retire()
     transaction.on_commit(retire)

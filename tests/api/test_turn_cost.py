@@ -17,7 +17,7 @@ from django.db import connection
 from agents.models import Agent, AgentVersion
 from api.keys import key_revoke
 from api.models import ApiKey, KeyScope
-from tenants.generation import KEY, TenantMemo, bump, generation
+from tenants.generation import KEY, TenantMemo, bump, generation, read_once
 from tenants.models import Membership
 from tenants.scope import tenant_scope
 from tests.queries import count_statements
@@ -155,3 +155,16 @@ def test_a_memo_reads_once_per_generation_and_keeps_nothing_a_failed_read_raised
     assert reads == ["read 1", "read 3", "read 4", "read 5", "read 6", "read 7"]
     cache.delete(KEY.format(tenant.pk))  # the cache lost the token (evicted, restarted): nothing kept is trusted
     assert memo.get(tenant.pk, "a", load(8)) == 8
+
+
+def test_within_one_hop_a_tenants_token_is_read_once_and_its_own_bump_seen_at_once(tenant):
+    key = KEY.format(tenant.pk)
+    cache.set(key, "first", timeout=None)
+    with read_once():
+        assert generation(tenant.pk) == "first"
+        cache.set(key, "another process's", timeout=None)
+        assert generation(tenant.pk) == "first"  # read once in this hop
+        bump(tenant.pk)
+        assert generation(tenant.pk) not in ("first", "another process's")  # this hop's own change: seen at once
+    cache.set(key, "later", timeout=None)
+    assert generation(tenant.pk) == "later"
