@@ -66,3 +66,11 @@ def test_base_url_is_said_without_a_stray_space(login, tenant, tenant_admin):
     provider = client.get(reverse("admin:llm_modelprovider_add"), **ZH).content.decode()
     for text in (page, provider):
         assert not re.search(r"[\u4e00-\u9fff] 基础 URL", text)
+
+
+def test_the_admin_says_add_and_change_without_a_space_before_the_model_name(login, tenant, tenant_admin):
+    client = login(tenant_admin, tenant)
+    page = client.get(reverse("admin:llm_modelprovider_add"), **ZH).content.decode()
+    assert "<title>增加模型服务商 |" in page and "增加 模型服务商" not in page
+    listing = client.get(reverse("admin:llm_modelprovider_changelist"), **ZH).content.decode()
+    assert "选择模型服务商来修改" in listing
