@@ -102,7 +102,8 @@ async def invoke_tool(
         return refused(name, message, arguments)
     except Exception:
         logger.exception("tool %s failed conversation=%s", name, call.conversation_id)
-        return refused(name, _("%(name)s failed.") % {"name": name}, arguments)
+        # Said by the tool's label: people read it too (a workflow step's error, a goal run's step).
+        return refused(name, _("%(name)s failed.") % {"name": tool.label()}, arguments)
     if not isinstance(result, ToolResult):
         result = ToolResult(content=result)
     return ToolOutcome(name, OutcomeStatus.COMPLETED, result.content_text(), arguments, result)

@@ -16,7 +16,7 @@ from django.utils import translation
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from agents.tools import ToolCallContext, find_tool
+from agents.tools import ToolCallContext, ToolResult, find_tool, python_tool
 from agents.tools.invoke import invoke_tool
 from core.errortext import error_html, with_detail
 from tenants.scope import tenant_scope
@@ -172,3 +172,26 @@ def test_a_short_cell_drops_the_detail_before_cutting_the_sentence():
     assert error_html(text, 30) == "步骤“<code>weather</code>”失败：无法连接。"  # identifiers stay
     assert error_html("x" * 50, 10) == "x" * 9 + "…"
     assert error_html("abc `def` " + "y" * 20, 7) == "abc …"  # never half a detail
+
+
+@python_tool(
+    name="ew_boom",
+    description_en="A tool that breaks.",
+    label_en="Breaker",
+    label_zh="故障工具",
+    parameters={"type": "object", "properties": {}},
+)
+def ew_boom() -> ToolResult:
+    raise RuntimeError("internal state lost")
+
+
+@pytest.mark.parametrize(("language", "error"), [("zh-hans", "“故障工具”执行失败。"), ("en", "Breaker failed.")])
+def test_a_python_tool_that_raises_is_said_by_its_label(tenant, language, error):
+    async def call():
+        with translation.override(language):
+            return await invoke_tool(find_tool("ew_boom", tenant=tenant), name="ew_boom", arguments={},
+                                     call=ToolCallContext(tenant=tenant))  # fmt: skip
+
+    outcome = asyncio.run(call())
+    assert not outcome.ok and outcome.error == error  # the exception's words go to the log only
+    assert "internal state lost" not in outcome.text
