@@ -926,6 +926,7 @@ COLUMNS = (
     ("turn p50/p95 s", 15),
     ("turns/s", 8),
     ("Daphne CPU%", 12),
+    ("CPU ms/turn", 12),
     ("Redis%", 7),
     ("model%", 7),
     ("client%", 8),
@@ -948,6 +949,14 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{name} x{n}" for name, n in sorted(counts.items())) or "-"
 
 
+def cpu_ms_per_turn(level: Level) -> float | None:
+    """Milliseconds of Daphne CPU (all processes) per completed turn over the turn phase (connects are in it too)."""
+    cpu = [value for value in level.daphne_cpu_pct if value is not None] if level.daphne_cpu_pct else []
+    if not cpu or not level.turns_per_second:
+        return None
+    return sum(cpu) / 100 / level.turns_per_second * 1000
+
+
 def table_header() -> str:
     head = " ".join(name.rjust(width) for name, width in COLUMNS)
     return f"{head}  abnormal closes | errors"
@@ -964,6 +973,7 @@ def table_row(level: Level) -> str:
         _pair(level.turn_p50_s, level.turn_p95_s, ".2f"),
         _fmt(level.turns_per_second, ".1f"),
         "/".join(_fmt(v) for v in level.daphne_cpu_pct) if level.daphne_cpu_pct else "-",
+        _fmt(cpu_ms_per_turn(level), ".1f"),
         _fmt(level.redis_cpu_pct),
         _fmt(level.model_cpu_pct),
         _fmt(level.client_cpu_pct),
