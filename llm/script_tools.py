@@ -228,17 +228,21 @@ def _argument(
 def tool_arguments(parameters: Mapping[str, Any], text: str) -> dict[str, Any]:
     """The arguments of a call of a tool with these parameters, read from the message: each property as
     `_argument` reads it; a required property the message gives nothing for gets a fallback (a string: the whole
-    message), an optional one is left out."""
-    required = set(parameters.get("required") or [])
+    message), an optional one is left out. Properties are read in the order `required` lists them, then the others:
+    the first one takes the first value the message mentions ("100 华氏度是多少摄氏度": from °F, to °C). A schema
+    stored as PostgreSQL's jsonb has lost its properties' order (it sorts keys by length); a JSON list keeps it."""
+    properties = parameters.get("properties") or {}
+    required = [prop for prop in parameters.get("required") or [] if prop in properties]
     taken: set[int] = set()
-    arguments = {}
-    for prop, schema in (parameters.get("properties") or {}).items():
+    read = {}
+    for prop in [*required, *(prop for prop in properties if prop not in required)]:
+        schema = properties[prop]
         if not isinstance(schema, Mapping):
             continue
         found, value = _argument(schema, prop, text, taken, parameters)
         if found or prop in required:
-            arguments[prop] = value
-    return arguments
+            read[prop] = value
+    return {prop: read[prop] for prop in properties if prop in read}
 
 
 # --- JSON mode ----------------------------------------------------------------------------------------------------

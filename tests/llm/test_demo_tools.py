@@ -86,6 +86,22 @@ def test_enum_values_are_read_in_the_order_the_message_says_them(sample_tools, t
     assert call_of(answer(user(text), tools=sample_tools)) == (CONVERT, arguments)
 
 
+def test_enum_values_keep_the_messages_order_when_the_schema_came_back_from_jsonb(sample_tools):
+    """PostgreSQL's jsonb gives an object's keys back shortest first: the stored schema lists to_unit before
+    from_unit. The required list (a JSON array keeps its order) says which property comes first."""
+
+    def as_jsonb(value):
+        if isinstance(value, dict):
+            return {key: as_jsonb(value[key]) for key in sorted(value, key=lambda key: (len(key), key))}
+        return [as_jsonb(item) for item in value] if isinstance(value, list) else value
+
+    stored = as_jsonb(sample_tools)
+    convert = next(tool for tool in stored if tool["function"]["name"] == CONVERT)
+    assert list(convert["function"]["parameters"]["properties"])[:2] == ["value", "to_unit"]
+    name, arguments = call_of(answer(user("100 华氏度是多少摄氏度？"), tools=stored))
+    assert (name, arguments) == (CONVERT, {"value": 100, "from_unit": "f", "to_unit": "c"})
+
+
 def test_a_tool_named_by_its_label_in_chinese_or_english_is_called(sample_tools):
     """The labels are the ones pages show (Tool.label_zh / label_en), not in the request: the agents app gives them
     to the demo model. The description alone would not say it (no word of it is in the message)."""
