@@ -12,7 +12,6 @@ import uuid
 import pytest
 
 from agents import frames
-from agents.services import agent_create, conversation_start
 from core.db import database_sync_to_async
 from engine import streams
 from engine.bus import hub_for
@@ -21,7 +20,7 @@ from llm import errors
 from memory.models import Message, MessageStatus, Role
 from memory.services import message_add
 from tenants.scope import tenant_scope
-from tests.llm.factories import ModelProviderFactory
+from tests.chat.test_consumer import conversation  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,14 +39,6 @@ def redis_log(redis_url, settings):
     client.close()
 
 
-@pytest.fixture
-def conversation(tenant, member, scripted_llm):
-    with tenant_scope(tenant):
-        ModelProviderFactory(tenant=tenant, name="scripted", base_url=scripted_llm.base_url, is_default=True)
-        agent = agent_create(tenant=tenant, name="Solar advisor", system_prompt="You advise.", model="gpt-4")
-        return conversation_start(agent=agent, user=member)
-
-
 class Page:
     """A socket of the conversation, as the hub sees one (engine.bus.Listener)."""
 
@@ -63,7 +54,7 @@ class Page:
         pass
 
 
-async def test_the_hub_ends_a_dead_turn_when_a_page_opens_its_conversation(redis_log, tenant, conversation):
+async def test_the_hub_ends_a_dead_turn_when_a_page_opens_its_conversation(redis_log, tenant, conversation):  # noqa: F811
     assert redis_log.shared
 
     def store_question() -> Message:
