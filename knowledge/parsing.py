@@ -37,6 +37,14 @@ class ParseError(Exception):
     """The file cannot be read; the message is shown on the document's row."""
 
 
+class OverLimit(ParseError):
+    """The document is over one of the operator's limits (pages, characters, unpacked bytes)."""
+
+
+class NoText(ParseError):
+    """The file was read and has no text (a PDF with no text layer and no text OCR could read)."""
+
+
 @dataclass
 class Section:
     text: str
@@ -106,7 +114,7 @@ def parse_document(data: bytes, file_type: str) -> list[Section]:
     parser.check(data)
     sections = [s for s in parser.parse(data) if s.text.strip()]
     if not sections:
-        raise ParseError(_("No text was found in the file."))
+        raise NoText(_("No text was found in the file."))
     characters = sum(len(section.text) for section in sections)
     if characters > setting("KNOWLEDGE_MAX_CHARACTERS"):
         raise over_limit(_("%(count)s characters of text") % {"count": f"{characters:,}"}, "KNOWLEDGE_MAX_CHARACTERS")
@@ -115,7 +123,7 @@ def parse_document(data: bytes, file_type: str) -> list[Section]:
 
 def over_limit(what: str, name: str) -> ParseError:
     """The error of a document over one of the operator's limits (`name`), saying what it had and what is allowed."""
-    return ParseError(
+    return OverLimit(
         _("The document has %(what)s; this platform takes at most %(limit)s (%(name)s). Split it into smaller files.")
         % {"what": what, "limit": f"{setting(name):,}", "name": name}
     )
@@ -280,12 +288,22 @@ class HTMLParserForKnowledge(Parser):
 # --- PDF -------------------------------------------------------------------------------------------------------
 
 
+# The pages of one PDF with no text layer that OCR reads (about a second a page on two cores); later ones stay empty.
+MAX_OCR_PAGES = 50
+# Images smaller than this on a page (bullets, logos' dots) are not worth an OCR pass.
+MIN_OCR_SIDE = 24
+
+
 class PDFParser(Parser):
-    """A section per page (its number in the metadata), text extracted by pypdf. Scanned pages have no text."""
+    """A section per page (its number in the metadata), text extracted by pypdf. A page with no text layer (a
+    scanned one) has its images read by OCR, up to `ocr_pages` pages (metadata "ocr": True)."""
 
     file_type = "pdf"
     extensions = ("pdf",)
     label = "PDF"
+
+    def __init__(self, ocr_pages: int = MAX_OCR_PAGES) -> None:
+        self.ocr_pages = ocr_pages
 
     def check(self, data: bytes) -> None:
         if b"%PDF-" not in data[:1024]:
@@ -304,18 +322,53 @@ class PDFParser(Parser):
             if len(reader.pages) > setting("KNOWLEDGE_MAX_PAGES"):
                 raise over_limit(_("%(count)s pages") % {"count": f"{len(reader.pages):,}"}, "KNOWLEDGE_MAX_PAGES")
             sections = []
+            ocr_left = self.ocr_pages
             for number, page in enumerate(reader.pages, start=1):
-                text = page.extract_text() or ""
-                sections.append(Section(text.replace("\r\n", "\n"), {"page": number}))
+                text = (page.extract_text() or "").replace("\r\n", "\n")
+                metadata: dict[str, Any] = {"page": number}
+                if not text.strip() and ocr_left > 0:
+                    text = _page_ocr_text(page)
+                    ocr_left -= 1
+                    metadata["ocr"] = True
+                sections.append(Section(text, metadata))
         except ParseError:
             raise
-        except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
             raise ParseError(_("The PDF is damaged and cannot be read (%(reason)s).") % {"reason": exc}) from exc
         if not any(s.text.strip() for s in sections):
-            raise ParseError(
-                _("The PDF has no text layer (a scanned document?). Run it through OCR and upload the result.")
-            )
+            raise NoText(
+                _("The PDF has no text layer, and OCR found no text in its first %(count)s pages. Upload a PDF with "
+                  "text, or a clearer scan.") % {"count": self.ocr_pages}
+            )  # fmt: skip
         return sections
+
+
+def _page_ocr_text(page: Any) -> str:
+    """The text OCR reads in the images of a PDF page, in their order on the page; images over the pixel bound
+    (knowledge.images.max_pixels, read from the PDF's dictionaries before decoding) are skipped."""
+    # OCR loads its models on first use; the images module is only needed with it
+    from knowledge import images  # noqa: PLC0415
+    from knowledge.ocr import read_pixels_text  # noqa: PLC0415
+
+    limit = images.max_pixels()
+    resources = page.get("/Resources") or {}
+    xobjects = resources.get("/XObject") or {}
+    for name in list(xobjects):
+        xobject = xobjects[name].get_object()
+        if (
+            xobject.get("/Subtype") == "/Image"
+            and int(xobject.get("/Width", 0)) * int(xobject.get("/Height", 0)) > limit
+        ):
+            return ""
+    texts = []
+    for image_file in page.images:
+        image = image_file.image
+        if image is None or min(image.size) < MIN_OCR_SIDE or image.width * image.height > limit:
+            continue
+        text = read_pixels_text(image).text
+        if text.strip():
+            texts.append(text)
+    return "\n".join(texts)
 
 
 # --- DOCX ------------------------------------------------------------------------------------------------------
@@ -400,6 +453,33 @@ def _table_lines(table) -> list[str]:
         if any(cells):
             lines.append(" | ".join(cells))
     return lines
+
+
+# --- images ----------------------------------------------------------------------------------------------------
+
+
+class ImageParser(Parser):
+    """A photo or a scan of text (a menu, a notice, a receipt): one section of the text OCR reads in it, lines in
+    reading order (metadata source "ocr"). Images over ATTACHMENT_MAX_PIXELS are refused before decoding."""
+
+    file_type = "image"
+    extensions = ("png", "jpg", "jpeg", "webp")
+    label = "Image (OCR)"
+
+    def check(self, data: bytes) -> None:
+        # Pillow is only needed where an image is read
+        from knowledge import images  # noqa: PLC0415
+
+        try:
+            images.open_bounded(data)
+        except images.ImageRefused as refused:
+            raise ParseError(refused.message) from None
+
+    def parse(self, data: bytes) -> list[Section]:
+        # OCR loads its models on first use: only a process that reads an image pays for it
+        from knowledge.ocr import read_image_text  # noqa: PLC0415
+
+        return [Section(read_image_text(data).text, {"source": "ocr"})]
 
 
 # --- CSV -------------------------------------------------------------------------------------------------------
@@ -521,5 +601,5 @@ class JSONParser(Parser):
 
 
 for _parser in (TextParser(), MarkdownParser(), HTMLParserForKnowledge(), PDFParser(), DocxParser(), CSVParser(),
-                JSONParser()):  # fmt: skip
+                JSONParser(), ImageParser()):  # fmt: skip
     register_parser(_parser)
