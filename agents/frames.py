@@ -50,12 +50,14 @@ class UserMessage(TurnFrame):
     """The stored user message, echoed to every socket of the conversation."""
 
     type: ClassVar[str] = "user_message"
-    omit_when_none: ClassVar[frozenset[str]] = frozenset({"client_id", "duplicate"})
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"client_id", "duplicate", "attachments"})
     message_id: int
     content: str
     client_id: str | None = None
     # True only on a socket's own answer to a resent client_id whose frames left the log.
     duplicate: bool | None = None
+    # The files sent with the message (memory.attachments.attachment_info each), None when it has none.
+    attachments: list[dict] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -274,6 +274,12 @@ MEDIA_URL = "media/"
 MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(VAR_DIR / "media")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Files and images sent in conversations (memory.Attachment): never under MEDIA_URL, served only to those who
+    # may read their conversation. An S3-compatible store instead (pip install django-storages[s3]):
+    # {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {"bucket_name": "...", "endpoint_url": "...",
+    #  "access_key": "...", "secret_key": "...", "default_acl": "private", "querystring_auth": True}}
+    # The file system under ATTACHMENT_STORAGE_ROOT (default <VAR_DIR>/attachments), read when a file is stored.
+    "attachments": {"BACKEND": "memory.storage.AttachmentStorage"},
     "staticfiles": {
         "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
         if not DEBUG and env.bool("DJANGO_STATIC_MANIFEST", default=True)

@@ -243,6 +243,38 @@ SETTINGS: tuple[Setting, ...] = (
         "Browser origins (scheme://host[:port]) besides this site's own hosts whose pages may call /mcp; a request "
         "with any other Origin header is refused (programs send none).",
     ),
+    # --- Files and images in conversations (docs/attachments.md) ---
+    Setting("ATTACHMENT_MAX_BYTES", "int", 20 * 1024 * 1024, "The largest file a conversation accepts."),
+    Setting("ATTACHMENTS_PER_MESSAGE", "int", 5, "The most files one message may carry."),
+    Setting("ATTACHMENTS_PER_CONVERSATION", "int", 50, "The most files one conversation may hold."),
+    Setting(
+        "ATTACHMENT_MAX_PIXELS",
+        "int",
+        50_000_000,
+        "The most pixels an image may have (a decompression bomb is refused from its header).",
+    ),
+    Setting(
+        "ATTACHMENT_INLINE_TOKENS",
+        "int",
+        3000,
+        "A document up to this many tokens goes to the model whole with its message; a larger one is cut and "
+        "indexed for its conversation, and each turn gets its best passages.",
+    ),
+    Setting("ATTACHMENT_PASSAGES", "int", 4, "The passages of a conversation's large documents given to each turn."),
+    Setting(
+        "ATTACHMENT_RETENTION_DAYS",
+        "int",
+        0,
+        "Files older than this many days are deleted (their messages stay, saying the file is gone); 0: kept as "
+        "long as their conversation.",
+    ),
+    Setting(
+        "ATTACHMENT_STORAGE_ROOT",
+        "str",
+        "",
+        'The directory conversations\' files are stored in ("": <VAR_DIR>/attachments); an S3-compatible store is '
+        "configured in config/settings.py's STORAGES[\"attachments\"] instead (docs/attachments.md).",
+    ),
     # --- Knowledge bases (docs/knowledge.md) ---
     Setting("KNOWLEDGE_MAX_UPLOAD_BYTES", "int", 20 * 1024 * 1024, "The largest file a knowledge base accepts."),
     Setting("KNOWLEDGE_EMBED_THREADS", "int", 0, "The local embedder's threads (0: the CPUs this process may use)."),

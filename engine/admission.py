@@ -13,6 +13,7 @@ of this agent"."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 from collections.abc import Sequence
@@ -43,6 +44,16 @@ from llm import quota
 from llm.messages import ChatMessage
 from llm.models import LLMCall
 from llm.options import CallOptions
+from memory.attachments import (
+    AttachmentRefused,
+    AttachmentRefusedCode,
+    MessageFiles,
+    Prepared,
+    Upload,
+    files_check,
+    prepare,
+    too_many_in_message,
+)
 from memory.models import Conversation, ConversationSource, Message, Role, Visitor
 from memory.services import messages_import, title_from
 from tenants.access import may_administer
@@ -71,6 +82,10 @@ class RefusalCode(StrEnum):
     TOOL_RESULTS_PENDING = "tool_results_pending"
     BUSY = "conversation_busy"
     OVERLOADED = "overloaded"
+    ATTACHMENT_NOT_FOUND = "attachment_not_found"
+    ATTACHMENT_REFUSED = "attachment_refused"
+    TOO_MANY_ATTACHMENTS = "too_many_attachments"
+    ATTACHMENTS_NOT_ALLOWED = "attachments_not_allowed"
 
 
 @dataclass(frozen=True)
@@ -132,6 +147,13 @@ REFUSALS: dict[RefusalCode, _Kind] = {
     RefusalCode.OVERLOADED: _Kind(
         503, gettext_noop("The platform is busy and did not take the message. Retry in %(seconds)s s.")
     ),
+    RefusalCode.ATTACHMENT_NOT_FOUND: _Kind(404, gettext_noop("No such file: upload it again, then send the message.")),
+    # The file's own words (memory.attachments.AttachmentRefused: what is wrong with it and what to do).
+    RefusalCode.ATTACHMENT_REFUSED: _Kind(400, "%(reason)s"),
+    RefusalCode.TOO_MANY_ATTACHMENTS: _Kind(400, "%(reason)s"),
+    RefusalCode.ATTACHMENTS_NOT_ALLOWED: _Kind(
+        403, gettext_noop("Files cannot be sent in this chat. Write your message as text.")
+    ),
 }
 
 
@@ -175,6 +197,8 @@ class VisitorPass:
     address_hash: str = ""
     messages_per_hour: int = 0
     daily_token_budget: int = 0
+    # The embed lets its visitors send files (widget.EmbedToken's setting).
+    attachments_allowed: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,13 +262,14 @@ def visitor_hash(visitor_id: str) -> str:
 # --- the checks ----------------------------------------------------------------------------------------------------
 
 
-def check_message(content: Any, client_id: Any) -> Refusal | None:
-    """The message's own checks, before any database work."""
+def check_message(content: Any, client_id: Any, *, files: int = 0) -> Refusal | None:
+    """The message's own checks, before any database work. With `files` (how many it carries) its text may be
+    empty."""
     if not isinstance(client_id, str) or not client_id.strip() or len(client_id) > MAX_CLIENT_ID_CHARS:
         return Refusal(RefusalCode.INVALID_CLIENT_ID, {"max": MAX_CLIENT_ID_CHARS})
     if unstorable(client_id) or (isinstance(content, str) and unstorable(content)):
         return Refusal(RefusalCode.INVALID_CHARACTERS)
-    if not isinstance(content, str) or not content.strip():
+    if not isinstance(content, str) or (not content.strip() and not files):
         return Refusal(RefusalCode.EMPTY_MESSAGE)
     if len(content) > MAX_MESSAGE_CHARS:
         return _too_long(None)
@@ -417,6 +442,12 @@ def _visitor_row(caller: Caller) -> Visitor:
         return Visitor.objects.select_related("user").get(embed_id=visitor.embed_id, id_hash=visitor.id_hash)
 
 
+def visitor_account(caller: Caller) -> Any:
+    """A website visitor's own account (made now if this is their first upload or message): what their uploads
+    are stored under (memory.attachments.attachment_upload's `user`)."""
+    return _visitor_row(caller).user
+
+
 def _start(caller: Caller, target: Target, content: str) -> Conversation:
     """A new conversation of the target's agent for the caller, from its door (`source`), with the target's history."""
     agent = target.agent
@@ -443,6 +474,54 @@ class _Place:
     slot: places.StreamSlot | None
     created: bool
     limit: MessageLimit
+    files: MessageFiles | None = None
+
+
+@dataclass(frozen=True)
+class _FilesAsked:
+    """A message's files as the door gave them: ids of stored files, and files sent inline, already read."""
+
+    ids: Sequence[int] = ()
+    prepared: Sequence[Prepared] = ()
+
+
+def _file_refusal(refused: AttachmentRefused) -> Refusal:
+    """A file's refusal as the admission's: its own words, under the code the doors know."""
+    if refused.code == AttachmentRefusedCode.NOT_FOUND:
+        return Refusal(RefusalCode.ATTACHMENT_NOT_FOUND)
+    if refused.code == AttachmentRefusedCode.NOT_ALLOWED:
+        return Refusal(RefusalCode.ATTACHMENTS_NOT_ALLOWED)
+    if refused.code in (AttachmentRefusedCode.TOO_MANY_IN_MESSAGE, AttachmentRefusedCode.TOO_MANY_IN_CONVERSATION):
+        return Refusal(RefusalCode.TOO_MANY_ATTACHMENTS, {"reason": refused.message, **refused.params})
+    return Refusal(RefusalCode.ATTACHMENT_REFUSED, {"reason": refused.message, "file_code": str(refused.code)})
+
+
+def _files_owner(caller: Caller, conversation: Conversation | None) -> int | None:
+    """The account whose uploads the caller may send: the member's, or the visitor's own (made with their first
+    message or their first upload, engine.admission.visitor_account)."""
+    if caller.visitor is None:
+        return caller.user.pk if caller.user is not None else None
+    if conversation is not None:
+        return conversation.user_id
+    return (
+        Visitor.objects.filter(embed_id=caller.visitor.embed_id, id_hash=caller.visitor.id_hash)
+        .values_list("user_id", flat=True)
+        .first()
+    )
+
+
+def _files(caller: Caller, conversation: Conversation | None, asked: _FilesAsked) -> Refusal | MessageFiles:
+    """The message's files checked against the caller and the conversation (memory.attachments.files_check)."""
+    try:
+        rows = files_check(
+            ids=asked.ids,
+            uploads=len(asked.prepared),
+            owner_id=_files_owner(caller, conversation),
+            conversation=conversation,
+        )
+    except AttachmentRefused as refused:
+        return _file_refusal(refused)
+    return MessageFiles(rows=rows, prepared=list(asked.prepared))
 
 
 def _limits(caller: Caller, conversation: Conversation | None, limit: MessageLimit, content: str) -> Refusal | None:
@@ -462,7 +541,20 @@ def _limits(caller: Caller, conversation: Conversation | None, limit: MessageLim
     return refusal
 
 
-def _decide(caller: Caller, target: Target, content: str, client_id: str, stream: bool) -> Refusal | _Place:
+def _checks(
+    caller: Caller, conversation: Conversation | None, limit: MessageLimit, content: str, asked: _FilesAsked | None
+) -> tuple[Refusal | None, MessageFiles | None]:
+    """The limits, then the files (only when the message carries some: a message without files costs nothing more)."""
+    refusal = _limits(caller, conversation, limit, content)
+    if refusal is not None or asked is None:
+        return refusal, None
+    checked = _files(caller, conversation, asked)
+    return (checked, None) if isinstance(checked, Refusal) else (None, checked)
+
+
+def _decide(
+    caller: Caller, target: Target, content: str, client_id: str, stream: bool, asked: _FilesAsked | None = None
+) -> Refusal | _Place:
     """Everything admit() decides from the database, in one hop to the database thread."""
     with read_once(), tenant_scope(caller.tenant):
         conversation = None
@@ -476,7 +568,7 @@ def _decide(caller: Caller, target: Target, content: str, client_id: str, stream
         if agent is None:
             return Refusal(RefusalCode.CONVERSATION_NOT_FOUND)
         limit = _message_limit(conversation, agent, target.limit)
-        refusal = _limits(caller, conversation, limit, content)
+        refusal, files = _checks(caller, conversation, limit, content, asked)
         if refusal is not None:
             # A resend of a stored message is answered as its duplicate (its reply, not a refusal), whatever the limits.
             resent = (
@@ -493,9 +585,10 @@ def _decide(caller: Caller, target: Target, content: str, client_id: str, stream
                 seconds = places.STREAM_RETRY_SECONDS
                 return Refusal(RefusalCode.TOO_MANY_STREAMS, {"count": streams, "seconds": seconds}, seconds)
         if conversation is not None:
-            return _Place(_with_tenant(conversation, caller.tenant), slot, created=False, limit=limit)
+            return _Place(_with_tenant(conversation, caller.tenant), slot, created=False, limit=limit, files=files)
         try:
-            return _Place(_with_tenant(_start(caller, target, content), caller.tenant), slot, created=True, limit=limit)
+            started = _with_tenant(_start(caller, target, content), caller.tenant)
+            return _Place(started, slot, created=True, limit=limit, files=files)
         except BaseException:
             if slot is not None:
                 slot.release()
@@ -529,19 +622,27 @@ async def admit(
     then: Sequence[ChatMessage] = (),
     options: CallOptions | None = None,
     also: Sink | None = None,
+    attachments: Sequence[int] = (),
+    uploads: Sequence[Upload] = (),
 ) -> Admitted | Refusal:
     """Take a message and start its turn, or refuse it with nothing stored (module docstring). `stream`: the door
     streams the reply (a key's stream takes one of the tenant's places, released by the door when it ends); `then`,
-    `options`, `also`: engine.turns.submit_user_message's."""
-    refusal = check_message(content, client_id)
+    `options`, `also`: engine.turns.submit_user_message's. `attachments`: ids of files the caller uploaded (not yet
+    sent, or sent before in this conversation); `uploads`: files sent with the message itself, read (parsed, OCR)
+    in a worker thread before the database hop and stored with the message."""
+    refusal = check_message(content, client_id, files=len(attachments) + len(uploads))
     if refusal is not None:
         return refusal
+    asked = await _files_asked(caller, attachments, uploads) if attachments or uploads else None
+    if isinstance(asked, Refusal):
+        return asked
     new = target.conversation is None and target.conversation_id is None and not target.latest
     if new and not turns.turn_gate().has_room():
         return _overloaded()
-    place = await database_sync_to_async(_decide)(caller, target, content, client_id, stream)
+    place = await database_sync_to_async(_decide)(caller, target, content, client_id, stream, asked)
     if isinstance(place, Refusal):
         return place
+    files = _turn_files(caller, place)
     try:
         with tenant_scope(caller.tenant):
             submission = await turns.submit_user_message(
@@ -551,6 +652,7 @@ async def admit(
                 also=also,
                 then=then,
                 options=options,
+                files=files,
             )
     except BaseException:
         if place.slot is not None:
@@ -571,6 +673,34 @@ async def admit(
         created=place.created,
         limit=place.limit,
     )
+
+
+async def _files_asked(caller: Caller, ids: Sequence[int], uploads: Sequence[Upload]) -> Refusal | _FilesAsked:
+    """A message's files checked before the database: the embed allows them, not too many, the ids are ids, and
+    the uploads read (CPU: parsing, OCR, embedding a large document) in a worker thread, off the event loop."""
+    if caller.visitor is not None and not caller.visitor.attachments_allowed:
+        return Refusal(RefusalCode.ATTACHMENTS_NOT_ALLOWED)
+    if len(ids) + len(uploads) > setting("ATTACHMENTS_PER_MESSAGE"):
+        return _file_refusal(too_many_in_message())
+    if not all(isinstance(pk, int) and not isinstance(pk, bool) and pk > 0 for pk in ids):
+        return Refusal(RefusalCode.ATTACHMENT_NOT_FOUND)
+    try:
+        prepared = await asyncio.to_thread(_prepare_all, list(uploads))
+    except AttachmentRefused as refused:
+        return _file_refusal(refused)
+    return _FilesAsked(ids=list(ids), prepared=prepared)
+
+
+def _turn_files(caller: Caller, place: _Place) -> turns.Files | None:
+    """The checked files for the turn, with the account they are stored under (a visitor's own)."""
+    if not place.files:
+        return None
+    owner = caller.user.pk if caller.visitor is None else place.conversation.user_id
+    return turns.Files(place.files, user_id=owner)
+
+
+def _prepare_all(uploads: list[Upload]) -> list[Prepared]:
+    return [prepare(upload) for upload in uploads]
 
 
 def _overloaded() -> Refusal:

@@ -28,8 +28,9 @@ from engine.sinks import ChannelSink
 from engine.streams import FrameLog, get_frame_log, turn_lease_seconds
 from llm.messages import ChatMessage
 from llm.options import CallOptions
+from memory.attachments import MessageFiles, attachment_info
 from memory.models import Conversation, Message, Role
-from memory.services import message_add, messages_import
+from memory.services import message_add, messages_import, user_message_add
 
 logger = logging.getLogger("engine.turns")
 
@@ -141,24 +142,49 @@ def _stored_with_client_id(conversation: Conversation, client_id: str) -> tuple[
     return message, reply_to(conversation, message)
 
 
+@dataclass(frozen=True)
+class Files:
+    """A message's files as admission checked them (memory.attachments.MessageFiles) and the account that sent them
+    (a member's, or a website visitor's own)."""
+
+    files: MessageFiles
+    user_id: int
+
+
 def _store_new(
-    conversation: Conversation, client_id: str, content: str, then: Sequence[ChatMessage] = ()
-) -> tuple[Message, Message | None, bool]:
-    """Store the user message (and `then` after it: an API client's own tool round); when its client_id was
-    stored before (a resend), that message and its reply instead. The unique constraint finds a resend, so a new
-    message costs no lookup first. (message, reply, created)"""
+    conversation: Conversation,
+    client_id: str,
+    content: str,
+    then: Sequence[ChatMessage] = (),
+    files: Files | None = None,
+) -> tuple[Message, Message | None, bool, list[dict] | None]:
+    """Store the user message (and `then` after it: an API client's own tool round) with its files in one
+    transaction; when its client_id was stored before (a resend), that message and its reply instead (and none of
+    the files). The unique constraint finds a resend, so a new message costs no lookup first.
+    (message, reply, created, the files' attachment_info)"""
+    infos = None
     try:
-        message = message_add(
-            conversation=conversation, role=Role.USER, content=content, client_id=client_id, return_existing=False
-        )
+        if files is not None and files.files:
+            message, stored = user_message_add(
+                conversation=conversation,
+                content=content,
+                client_id=client_id,
+                files=files.files,
+                user_id=files.user_id,
+            )
+            infos = [attachment_info(row) for row in stored]
+        else:
+            message = message_add(
+                conversation=conversation, role=Role.USER, content=content, client_id=client_id, return_existing=False
+            )
     except IntegrityError:
         message, reply = _stored_with_client_id(conversation, client_id)
         if message is None:
             raise
-        return message, reply, False
+        return message, reply, False, None
     if then:
         messages_import(conversation=conversation, messages=then)
-    return message, None, True
+    return message, None, True, infos
 
 
 async def submit_user_message(
@@ -169,11 +195,13 @@ async def submit_user_message(
     also: Sink | None = None,
     then: Sequence[ChatMessage] = (),
     options: CallOptions | None = None,
+    files: Files | None = None,
 ) -> Submission:
     """Store the message and start its turn, unless its client_id was stored already (nothing runs again) or
     another turn of the conversation is running (busy: nothing is stored). The turn's frames go to the frame log
     (every open page sees them) and, when given, to `also` (the API's answer). An API client's request may add
-    `then` (its tool calls and their results, stored after the message) and `options` (llm.options)."""
+    `then` (its tool calls and their results, stored after the message) and `options` (llm.options); `files` are
+    the message's files (stored with it, in the same transaction)."""
     log = get_frame_log()
     refusal = None
     if not await _claim_clears(log, conversation.pk):
@@ -186,7 +214,9 @@ async def submit_user_message(
         if message is not None:
             return await _duplicate(log, conversation, message, reply)
         return Submission(refusal)
-    message, reply, created = await database_sync_to_async(_store_new)(conversation, client_id, content, then)
+    message, reply, created, infos = await database_sync_to_async(_store_new)(
+        conversation, client_id, content, then, files
+    )
     if not created:
         return await _duplicate(log, conversation, message, reply)
     running = await log.claim_turn(conversation.pk, message.pk)
@@ -196,7 +226,9 @@ async def submit_user_message(
             return await _duplicate(log, conversation, message, None)
         return Submission(Outcome.BUSY, message=message)
     channel = ChannelSink(conversation.pk, log)
-    echo = await channel.emit(frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content))
+    echo = await channel.emit(
+        frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content, attachments=infos)
+    )
     sink = channel if also is None else TeeSink(channel, also)
     task = asyncio.get_running_loop().create_task(_run(log, conversation, message, sink, options))
     _tasks.add(task)  # the loop keeps only weak references to tasks

@@ -29,13 +29,15 @@ ROLES = frozenset({Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL})
 class ChatMessage:
     """One message of a chat request. `tool_calls` (an assistant's, in the OpenAI form), `tool_call_id` (a tool
     result's) and `name` are left out of the wire dict when None; `content` is always there (None beside tool
-    calls: some compatible servers reject an empty string)."""
+    calls: some compatible servers reject an empty string). `parts`: OpenAI content parts after the text (an
+    image_url of a file sent in the conversation); with them the wire `content` is a list of parts."""
 
     role: str
     content: str | None
     tool_calls: tuple[Mapping[str, Any], ...] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    parts: tuple[Mapping[str, Any], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -46,8 +48,9 @@ class ChatMessage:
         return cls(Role.SYSTEM, content)
 
     @classmethod
-    def user(cls, content: str) -> ChatMessage:
-        return cls(Role.USER, content)
+    def user(cls, content: str, *, parts: Iterable[Mapping[str, Any]] | None = None) -> ChatMessage:
+        """A user's message; `parts` (image_url parts) follow its text."""
+        return cls(Role.USER, content, parts=tuple(parts) if parts else None)
 
     @classmethod
     def assistant(cls, content: str | None, *, tool_calls: Iterable[Mapping[str, Any]] | None = None) -> ChatMessage:
@@ -77,12 +80,20 @@ class ChatMessage:
     def from_dict(cls, data: Mapping[str, Any]) -> ChatMessage:
         """A wire dict read back (a stored goal run's messages, a request's): the inverse of as_dict."""
         tool_calls = data.get("tool_calls")
+        content, parts = data.get("content"), None
+        if isinstance(content, list):
+            texts = [
+                part.get("text", "") for part in content if isinstance(part, Mapping) and part.get("type") == "text"
+            ]
+            others = tuple(part for part in content if isinstance(part, Mapping) and part.get("type") != "text")
+            content, parts = "".join(texts), others or None
         return cls(
             data["role"],
-            data.get("content"),
+            content,
             tool_calls=tuple(tool_calls) if tool_calls is not None else None,
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
+            parts=parts,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -90,12 +101,18 @@ class ChatMessage:
         data: dict[str, Any] = {"role": self.role}
         if self.tool_call_id is not None:
             data["tool_call_id"] = self.tool_call_id
-        data["content"] = self.content
+        data["content"] = self._wire_content()
         if self.tool_calls is not None:
             data["tool_calls"] = list(self.tool_calls)
         if self.name is not None:
             data["name"] = self.name
         return data
+
+    def _wire_content(self) -> str | list[dict[str, Any]] | None:
+        if not self.parts:
+            return self.content
+        text = [{"type": "text", "text": self.content}] if self.content else []
+        return [*text, *(dict(part) for part in self.parts)]
 
     @property
     def text(self) -> str:

@@ -9,10 +9,14 @@ cl100k_base, which is close but not exact (see docs/models.md).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import hashlib
+import io
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import tiktoken
+from PIL import Image
 
 logger = logging.getLogger(__name__)
 
@@ -135,11 +140,67 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
+# OpenAI's image cost (the vision guide): 85 tokens at low detail; at high (and auto) 85 + 170 per 512-pixel tile
+# of the image fitted in 2048x2048, then scaled so its shortest side is at most 768.
+IMAGE_BASE_TOKENS = 85
+IMAGE_TILE_TOKENS = 170
+# An image whose size is not known from the request (an http URL): four tiles, a 1024x1024 image's cost.
+IMAGE_UNKNOWN_TOKENS = IMAGE_BASE_TOKENS + 4 * IMAGE_TILE_TOKENS
+
+
+def image_tokens(width: int, height: int, detail: str = "auto") -> int:
+    """What an image of `width` x `height` costs a vision model at `detail`, by OpenAI's formula."""
+    if detail == "low":
+        return IMAGE_BASE_TOKENS
+    if width <= 0 or height <= 0:
+        return IMAGE_UNKNOWN_TOKENS
+    scale = min(1.0, 2048 / max(width, height))
+    width, height = width * scale, height * scale
+    scale = min(1.0, 768 / min(width, height))
+    width, height = width * scale, height * scale
+    return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * math.ceil(width / 512) * math.ceil(height / 512)
+
+
+def _image_size(url: str) -> tuple[int, int]:
+    """The size of an image given as a data URL, read from its header (0, 0 when it is not one that can be read)."""
+    if not url.startswith("data:") or ";base64," not in url[:100]:
+        return 0, 0
+    try:
+        # A header is in the first few hundred bytes (JPEG's SOF may follow metadata: 64 KB of base64 covers it).
+        head = base64.b64decode(url.split(",", 1)[1][:65536] + "==", validate=False)
+        with Image.open(io.BytesIO(head)) as image:
+            return image.size
+    except (OSError, ValueError, binascii.Error, Image.DecompressionBombError):
+        return 0, 0
+
+
+def part_tokens(part: Mapping[str, Any]) -> int:
+    """The tokens of a non-text content part: an image_url's by OpenAI's formula; other parts are not counted."""
+    if part.get("type") != "image_url":
+        return 0
+    image = part.get("image_url") or {}
+    url = image.get("url", "") if isinstance(image, Mapping) else str(image)
+    width, height = _image_size(url)
+    detail = image.get("detail", "auto") if isinstance(image, Mapping) else "auto"
+    return (
+        image_tokens(width, height, detail)
+        if width
+        else (IMAGE_BASE_TOKENS if detail == "low" else IMAGE_UNKNOWN_TOKENS)
+    )
+
+
+def _parts_tokens(content: Any) -> int:
+    if isinstance(content, str) or not isinstance(content, Iterable):
+        return 0
+    return sum(part_tokens(part) for part in content if isinstance(part, Mapping))
+
+
 def count_messages(messages: Iterable[Mapping[str, Any]], model: str = "gpt-4", tools: Any = None) -> int:
     """Prompt tokens of a chat request, with the per-message overhead OpenAI's cookbook documents.
 
     3 tokens per message, 1 more for a `name`, 3 to prime the reply. Assistant tool calls and tool definitions
-    are counted by their JSON: the server's own template differs a little, so treat those as an estimate.
+    are counted by their JSON: the server's own template differs a little, so treat those as an estimate. Content
+    given as parts counts its text parts and its images (OpenAI's image formula, `part_tokens`).
     """
     encoding = encoding_for_model(model)
 
@@ -151,7 +212,7 @@ def count_messages(messages: Iterable[Mapping[str, Any]], model: str = "gpt-4", 
         total += TOKENS_PER_MESSAGE
         for key, value in message.items():
             if key == "content":
-                total += n(_content_text(value))
+                total += n(_content_text(value)) + _parts_tokens(value)
             elif key == "tool_calls":
                 if value:
                     total += n(json.dumps(list(value), ensure_ascii=False, separators=(",", ":"), default=str))
@@ -171,7 +232,7 @@ def upper_bound_messages(messages: Iterable[Mapping[str, Any]], tools: Any = Non
         total += TOKENS_PER_MESSAGE + TOKENS_PER_NAME
         for key, value in message.items():
             if key == "content":
-                total += len(_content_text(value).encode())
+                total += len(_content_text(value).encode()) + _parts_tokens(value)
             elif key == "tool_calls" and value:
                 total += len(json.dumps(list(value), ensure_ascii=False, default=str).encode())
             elif isinstance(value, str):

@@ -5,14 +5,21 @@ Memory sits below agents: agents are referenced by the string "agents.Agent", ne
 
 from __future__ import annotations
 
+import uuid
+from pathlib import PurePosixPath
+from typing import Any
+
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from knowledge.fields import EmbeddingField
 from llm.messages import Role as ChatRole
 from memory.overflow import STRATEGY_CHOICES, STRATEGY_NONE, StoredMessage
+from memory.storage import attachment_storage
 from tenants.models import TenantOwned
 
 
@@ -194,6 +201,102 @@ class Message(TenantOwned):
         )
 
 
+class AttachmentKind(models.TextChoices):
+    """What a sent file is (knowledge.files.FileKind's values)."""
+
+    IMAGE = "image", _("image")
+    DOCUMENT = "document", _("document")
+
+
+def attachment_path(instance: Attachment, filename: str) -> str:
+    """A stored file's name: the tenant's folder and a random name with the sniffed type's extension. Nothing of
+    the name the user gave reaches the storage (no path, no traversal, no collision)."""
+    suffix = PurePosixPath(filename).suffix.lower()
+    suffix = suffix if suffix[1:].isalnum() and len(suffix) <= 6 else ""
+    return f"{instance.tenant_id}/{uuid.uuid4().hex}{suffix}"
+
+
+class Attachment(TenantOwned):
+    """A file or an image sent in a conversation (docs/attachments.md): its bytes in the storage "attachments", what
+    was read of it, and the user message it came with. Uploaded first (no message yet) or with its message; deleted
+    with its conversation, its file with it (after the commit)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, null=True, blank=True, related_name="attachments",
+        verbose_name=_("conversation"),
+    )  # fmt: skip
+    message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, null=True, blank=True, related_name="attachments",
+        verbose_name=_("message"),
+    )  # fmt: skip
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("uploaded by")
+    )
+    name = models.CharField(_("name"), max_length=255)
+    kind = models.CharField(_("kind"), max_length=10, choices=AttachmentKind.choices)
+    content_type = models.CharField(_("content type"), max_length=100)
+    size = models.PositiveBigIntegerField(_("bytes"), default=0)
+    sha256 = models.CharField(_("SHA-256"), max_length=64)
+    file = models.FileField(_("file"), storage=attachment_storage, upload_to=attachment_path, max_length=200)
+    width = models.PositiveIntegerField(_("width"), default=0)
+    height = models.PositiveIntegerField(_("height"), default=0)
+    pages = models.PositiveIntegerField(_("pages"), default=0)
+    text = models.TextField(_("text read"), blank=True)
+    from_ocr = models.BooleanField(_("read by OCR"), default=False)
+    token_count = models.PositiveIntegerField(
+        _("tokens"), default=0, help_text=_("What the file adds to its message in the model's request.")
+    )
+    indexed = models.BooleanField(
+        _("indexed"), default=False, help_text=_("A large document: each turn gets its best passages instead.")
+    )
+    created_at = models.DateTimeField(_("uploaded"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name = _("attachment")
+        verbose_name_plural = _("attachments")
+        indexes = [models.Index(fields=["created_at"], name="memory_attachment_created")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@receiver(post_delete, sender=Attachment, dispatch_uid="memory.attachment_file_deleted")
+def _attachment_file_deleted(sender: type[Attachment], instance: Attachment, **kwargs: Any) -> None:
+    """A deleted attachment's file leaves the storage once the deletion commits (a rolled-back deletion keeps it)."""
+    name, storage = instance.file.name, instance.file.storage
+    if name:
+        transaction.on_commit(lambda: storage.delete(name), using=kwargs.get("using"))
+
+
+class AttachmentPassage(TenantOwned):
+    """A passage of a large document sent in a conversation, found by keyword and vector for each turn and cited
+    "[name p.N]" (memory.attachments)."""
+
+    attachment = models.ForeignKey(
+        Attachment, on_delete=models.CASCADE, related_name="passages", verbose_name=_("attachment")
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, null=True, blank=True, related_name="+", verbose_name=_("conversation")
+    )
+    position = models.PositiveIntegerField(_("position"))
+    page = models.PositiveIntegerField(_("page"), null=True, blank=True)
+    text = models.TextField(_("text"))
+    token_count = models.PositiveIntegerField(_("tokens"), default=0)
+    terms = models.TextField(_("keyword terms"), blank=True, editable=False)
+    embedding = EmbeddingField(_("embedding"), null=True, blank=True, editable=False)
+    embedder = models.CharField(_("embedder"), max_length=200, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["attachment", "position"]
+        verbose_name = _("attachment passage")
+        verbose_name_plural = _("attachment passages")
+        indexes = [models.Index(fields=["tenant", "conversation", "id"], name="memory_passage_conv")]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+
 class Feedback(TenantOwned):
     """A person's rating of one assistant reply (thumbs up +1, down -1) and an optional comment: one per message and
     rater; rating again replaces it."""
@@ -242,6 +345,10 @@ class ConversationContext(TenantOwned):
         default=dict,
         blank=True,
         help_text=_("What tools returned as context (A5); passed to later tools, never prompted."),
+    )
+    # Read with the row every turn: a conversation that never had a file costs its turns no query for files.
+    attachments = models.PositiveIntegerField(
+        _("files sent"), default=0, help_text=_("Files sent with the conversation's messages so far.")
     )
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 

@@ -24,8 +24,18 @@ from core.conf import setting
 from llm.messages import ChatMessage
 from llm.models import ModelProvider
 from memory import overflow
+from memory.attachments import MessageFiles, files_store, message_files_tokens
 from memory.counters import overflow_metric_add
-from memory.models import Conversation, ConversationContext, ConversationSource, Message, MessageStatus, Role, Visitor
+from memory.models import (
+    Attachment,
+    Conversation,
+    ConversationContext,
+    ConversationSource,
+    Message,
+    MessageStatus,
+    Role,
+    Visitor,
+)
 from memory.stored import active_stored
 from memory.tasks import extract_turn_memory, summarize_conversation
 from tenants.managers import ensure_scope_allows
@@ -146,7 +156,48 @@ def message_add(
     """Store a message and make it active. A message whose client_id was already stored is found when the unique
     constraint refuses the insert (looking first would cost every turn a statement): it is returned as it was, or
     with `return_existing=False` the IntegrityError is raised (the caller then knows it was not stored now)."""
+    return _message_add(
+        conversation=conversation, role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id,
+        client_id=client_id, status=status, error_code=error_code, usage=usage, active=active,
+        return_existing=return_existing, trace_parent=trace_parent,
+    )  # fmt: skip
+
+
+def user_message_add(
+    *, conversation: Conversation, content: str, client_id: str | None, files: MessageFiles, user_id: int
+) -> tuple[Message, list[Attachment]]:
+    """Store a user message with its files (checked by admission; the account `user_id` sent them) in one
+    transaction: the files bound to it, written when they came with it, and counted in its tokens
+    (memory.attachments). IntegrityError when its client_id was stored before (nothing of it is stored then)."""
+    with transaction.atomic():
+        message = _message_add(
+            conversation=conversation, role=Role.USER, content=content, client_id=client_id, return_existing=False,
+            extra_tokens=message_files_tokens(files, conversation),
+            title=title_from(content) or title_from(files.title()),
+        )  # fmt: skip
+        stored = files_store(files=files, conversation=conversation, message=message, user_id=user_id)
+    return message, stored
+
+
+def _message_add(
+    *,
+    conversation: Conversation,
+    role: str,
+    content: str,
+    tool_calls: list[dict] | None = None,
+    tool_call_id: str | None = None,
+    client_id: str | None = None,
+    status: str = MessageStatus.COMPLETE,
+    error_code: str = "",
+    usage: dict[str, Any] | None = None,
+    active: bool = True,
+    return_existing: bool = True,
+    trace_parent: str = "",
+    extra_tokens: int = 0,
+    title: str | None = None,
+) -> Message:
     tokens = overflow.message_tokens(role, content, tool_calls, tool_call_id, conversation.model or "gpt-4")
+    tokens += extra_tokens
     message = Message(
         tenant_id=conversation.tenant_id,
         conversation=conversation,
@@ -162,7 +213,7 @@ def message_add(
         trace_parent=trace_parent,
     )
     # An untitled conversation is named after its first message (in the same statement).
-    title = title_from(content) if role == Role.USER and not conversation.title else None
+    title = (title or title_from(content)) if role == Role.USER and not conversation.title else None
     try:
         with transaction.atomic():
             _store(message, conversation, active=active, title=title)
