@@ -14,6 +14,7 @@ OCR_THREADS onnxruntime threads, so OCR never takes more than the machine's two 
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import threading
 import time
@@ -120,32 +121,35 @@ def read_pixels_text(image: Image.Image) -> OcrText:
         result = ocr(pixels)
         seconds = time.perf_counter() - started
     lines = []
-    for box, text, score in zip(
-        result.boxes if result.boxes is not None else (), result.txts or (), result.scores or (), strict=True
-    ):
+    angles = []
+    boxes = result.boxes if result.boxes is not None else ()
+    for box, text, score in zip(boxes, result.txts or (), result.scores or (), strict=True):
         xs = [float(point[0]) for point in box]
         ys = [float(point[1]) for point in box]
         if text.strip():
             lines.append(OcrLine(text.strip(), (min(xs), min(ys), max(xs), max(ys)), float(score)))
-    ordered = reading_order(lines)
+            angles.append(math.atan2(ys[1] - ys[0], xs[1] - xs[0]))  # the quad's top edge, left to right
+    ordered = reading_order(lines, statistics.median(angles) if angles else 0.0)
     return OcrText("\n".join(" ".join(line.text for line in row) for row in ordered), tuple(lines), seconds)
 
 
-def reading_order(lines: list[OcrLine]) -> list[list[OcrLine]]:
-    """Lines grouped into rows, top to bottom (a line joins a row when its vertical centre is within half a line's
-    height of the row's), each row left to right."""
+def reading_order(lines: list[OcrLine], skew: float = 0.0) -> list[list[OcrLine]]:
+    """Lines grouped into rows, top to bottom, each row left to right. A line joins a row when its vertical centre
+    is within half a line's height of the row's, measured across the page's `skew` (radians, the median slope of the
+    lines: a photo taken a few degrees off puts a price on the right higher than its dish on the left)."""
     if not lines:
         return []
     height = statistics.median(line.box[3] - line.box[1] for line in lines) or 1.0
+    cos, sin = math.cos(skew), math.sin(skew)
+
+    def across(line: OcrLine) -> float:
+        x, y = (line.box[0] + line.box[2]) / 2, (line.box[1] + line.box[3]) / 2
+        return y * cos - x * sin
+
     rows: list[list[OcrLine]] = []
-    for line in sorted(lines, key=lambda item: (item.box[1] + item.box[3]) / 2):
-        centre = (line.box[1] + line.box[3]) / 2
-        if rows and abs(centre - _centre(rows[-1])) <= height / 2:
+    for line in sorted(lines, key=across):
+        if rows and abs(across(line) - statistics.fmean(across(item) for item in rows[-1])) <= height / 2:
             rows[-1].append(line)
         else:
             rows.append([line])
     return [sorted(row, key=lambda item: item.box[0]) for row in rows]
-
-
-def _centre(row: list[OcrLine]) -> float:
-    return statistics.fmean((line.box[1] + line.box[3]) / 2 for line in row)
