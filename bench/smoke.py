@@ -49,7 +49,9 @@ def smokes(args: argparse.Namespace) -> dict[str, list[str]]:
     """Each benchmark's smoke command line (arguments of the Python interpreter), by name."""
     services = ["--database-url", args.database_url, "--redis-url", args.redis_url]
     return {
+        "attachments": ["bench/attachments.py", "--smoke"],
         "context_window": ["bench/context_window.py", "--smoke"],
+        "data/ocr/make": ["bench/data/ocr/make.py", "--smoke"],
         "kb_retrieval": ["bench/kb_retrieval.py", "--smoke", "--database", args.pgvector_url],
         "llm_overhead": ["bench/llm_overhead.py", "--smoke"],
         "load_openai": ["bench/load_openai.py", "--smoke", *services],

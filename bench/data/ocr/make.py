@@ -1,23 +1,31 @@
 """Makes the OCR image set of bench/attachments.py and tests/knowledge/test_ocr.py: printed Chinese and English
 text as a phone photographs it (menus, receipts, a meter reading, a notice), with its ground truth.
 
-    .venv/bin/python bench/data/ocr/make.py        # writes the images and truth.json beside this file
+    .venv/bin/python bench/data/ocr/make.py            # writes the images and truth.json beside this file
+    .venv/bin/python bench/data/ocr/make.py --smoke    # makes two in a temporary folder, checks truth.json agrees
 
 Needs Debian's fonts-noto-cjk (`make browser-deps`, or `apt-get install -y fonts-noto-cjk`). The images it makes are
 committed, so the bench and the tests never need the font; run it again only to change the set. Deterministic: the
 same fonts and Pillow give the same files. Some images are turned a few degrees, blurred, noisy or saved as
 low-quality JPEG, as photos are; each is phone-sized (1080x1440) or a receipt's narrow strip; two hold small
 dense print.
+
+Needs: `make install` (Pillow) and Debian's fonts-noto-cjk (`make browser-deps`).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from bench.common import Missing, bench_parser, smoke_check
 
 HERE = Path(__file__).resolve().parent
 FONTS = Path("/usr/share/fonts/opentype/noto")
@@ -353,18 +361,35 @@ def sheets() -> list[Sheet]:
     ]
 
 
-def main() -> None:
+def write(chosen: list[Sheet], folder: Path) -> list[dict]:
+    """Render `chosen` into `folder`; their truth rows."""
     truth = []
-    for sheet in sheets():
+    for sheet in chosen:
         image, lines = render(sheet)
         name = f"{sheet.name}.{'jpg' if sheet.jpeg else 'png'}"
         if sheet.jpeg:
-            image.save(HERE / name, "JPEG", quality=sheet.jpeg, optimize=True)
+            image.save(folder / name, "JPEG", quality=sheet.jpeg, optimize=True)
         else:
-            image.convert("L").save(HERE / name, "PNG", optimize=True)
+            image.convert("L").save(folder / name, "PNG", optimize=True)
         truth.append({"file": name, "lang": sheet.lang, "width": image.width, "height": image.height, "lines": lines})
-        print(f"{name:22} {(HERE / name).stat().st_size / 1024:7.1f} KB")
-    (HERE / "truth.json").write_text(json.dumps(truth, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        print(f"{name:22} {(folder / name).stat().st_size / 1024:7.1f} KB")
+    return truth
+
+
+def main() -> None:
+    args = bench_parser(__doc__, smoke="two of the images, made in a temporary folder").parse_args()
+    if not (FONTS / "NotoSansCJK-Regular.ttc").is_file():
+        raise Missing(f"no Noto CJK fonts in {FONTS}: run `make browser-deps` (or apt-get install -y fonts-noto-cjk).")
+    if not args.smoke:
+        truth = write(sheets(), HERE)
+        (HERE / "truth.json").write_text(json.dumps(truth, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        return
+    committed = {row["file"]: row for row in json.loads((HERE / "truth.json").read_text(encoding="utf-8"))}
+    with tempfile.TemporaryDirectory() as folder:
+        made = write([sheet for sheet in sheets() if sheet.name in ("zh_menu", "en_receipt")], Path(folder))
+    smoke_check(
+        f"{row['file']}: its truth differs from truth.json" for row in made if committed.get(row["file"]) != row
+    )
 
 
 if __name__ == "__main__":
