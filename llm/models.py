@@ -46,8 +46,10 @@ class ModelProvider(TenantOwned):
         default=list,
         blank=True,
         help_text=_(
-            'A list of {"name": ..., "context_window": tokens, "function_calling": true/false}, '
-            'e.g. [{"name": "deepseek-chat", "context_window": 65536, "function_calling": true}].'
+            'A list of {"name": ..., "context_window": tokens, "function_calling": true/false, "vision": true/false}, '
+            'e.g. [{"name": "deepseek-chat", "context_window": 65536, "function_calling": true}]. "vision": the model '
+            "sees images sent in conversations (without it, known names such as gpt-4o or qwen-vl are taken as "
+            "vision models); other models get the text read from an image."
         ),
     )
     default_chat_model = models.CharField(_("default chat model"), max_length=200, blank=True)

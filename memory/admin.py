@@ -7,6 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 from memory.longterm.forget import event_delete, memory_item_delete
 from memory.models import (
+    Attachment,
     Conversation,
     ConversationContext,
     Dream,
@@ -285,4 +286,18 @@ class FeedbackAdmin(ReadOnlyMixin, TenantOwnedAdmin):
     list_filter = ["rating", "source"]
     list_select_related = ["message", "user"]
     fields = ["message", "rating", "comment", "source", "user", "created_at", "updated_at"]
+    readonly_fields = fields
+
+
+@admin.register(Attachment)
+class AttachmentAdmin(ReadOnlyMixin, TenantOwnedAdmin):
+    """The files sent in conversations: what they are and where they went; neither their text nor their bytes
+    (those are served only to the conversation's readers). Deleting one removes its file."""
+
+    list_display = ["name", "kind", "content_type", "size", "conversation", "message", "user", "indexed", "created_at"]
+    list_select_related = ["conversation", "user"]
+    list_filter = ["kind", "indexed", "from_ocr"]
+    search_fields = ["name"]
+    fields = ["name", "kind", "content_type", "size", "sha256", "width", "height", "pages", "from_ocr", "token_count",
+              "indexed", "conversation", "message", "user", "created_at"]  # fmt: skip
     readonly_fields = fields

@@ -13,6 +13,7 @@ in the window or not.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +25,7 @@ import numpy as np
 from django.core.files.base import ContentFile
 from django.db import transaction
 from django.db.models import F, Q
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.conf import setting
@@ -45,9 +47,10 @@ from memory.models import (
     Message,
     Role,
 )
+from memory.overflow import Addition
 from memory.storage import attachment_storage
 from tenants.access import may_administer
-from tenants.scope import require_tenant
+from tenants.scope import all_tenants, require_tenant
 
 logger = logging.getLogger(__name__)
 
@@ -486,14 +489,6 @@ def image_part(attachment: Attachment, detail: str = images.Detail.AUTO) -> dict
 
 
 @dataclass(frozen=True)
-class Rendered:
-    """A window message with its files: the text after the message's own, the content parts after that."""
-
-    text: str = ""
-    parts: tuple[dict[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
 class Passage:
     attachment_id: int
     name: str
@@ -591,7 +586,7 @@ class FilesInTurn:
     the indexed documents (whether their message is in the window or not). `kept` are the files sent with their
     messages, `left` those whose messages left the window (their passages still reach the model)."""
 
-    rendered: dict[int, Rendered] = field(default_factory=dict)
+    additions: dict[int, Addition] = field(default_factory=dict)
     passages: tuple[Passage, ...] = ()
     kept: tuple[int, ...] = ()
     left: tuple[int, ...] = ()
@@ -601,41 +596,48 @@ class FilesInTurn:
         return passages_block(self.passages)
 
 
-def files_for_turn(*, conversation: Conversation, files: Sequence[Attachment], query: str) -> FilesInTurn:
-    """The passages of the turn (before the window is chosen: they are part of the system message)."""
-    return FilesInTurn(passages=tuple(passages_for(conversation, files, query)))
+def files_for_turn(*, conversation: Conversation, files: Sequence[Attachment]) -> FilesInTurn:
+    """The passages of the turn, for the newest user messages (before the window is chosen: they are part of the
+    system message, counted in its fixed tokens)."""
+    if not any(row.indexed for row in files):
+        return FilesInTurn()
+    return FilesInTurn(passages=tuple(passages_for(conversation, files, recent_user_text(conversation))))
 
 
 def files_for_window(
     *, conversation: Conversation, files: Sequence[Attachment], message_ids: Iterable[int], turn: FilesInTurn
 ) -> FilesInTurn:
-    """The window's messages with their files rendered for the conversation's model."""
+    """`turn` with the window's messages' files as the conversation's model is given them (overflow.Addition)."""
     in_window = set(message_ids)
     kept = [row for row in files if row.message_id in in_window]
     left = tuple(row.pk for row in files if row.message_id not in in_window)
     if not kept:
         return FilesInTurn(passages=turn.passages, left=left)
     vision = _vision(conversation)
-    texts = dict(
-        Attachment.objects.filter(pk__in=[row.pk for row in kept if _needs_text(row, vision)]).values_list("pk", "text")
-    )
-    rendered: dict[int, Rendered] = {}
+    wanted = [row.pk for row in kept if _needs_text(row, vision)]
+    texts = dict(Attachment.objects.filter(pk__in=wanted).values_list("pk", "text")) if wanted else {}
+    additions: dict[int, Addition] = {}
     for row in kept:
         if row.pk in texts:
             row.text = texts[row.pk]
-        previous = rendered.get(row.message_id, Rendered())
-        text, parts = previous.text, previous.parts
-        addition = attachment_text(row, vision=vision) if row.pk in texts or row.indexed else ""
-        if addition:
-            text = f"{text}\n\n{addition}" if text else addition
-        if row.kind == AttachmentKind.IMAGE and vision:
-            try:
-                parts = (*parts, image_part(row))
-            except (OSError, images.ImageRefused):
-                logger.warning("attachment %s could not be read for the model", row.pk, exc_info=True)
-                text = f"{text}\n\n[图片/Image {row.name}: the file could not be read]".strip()
-        rendered[row.message_id] = Rendered(text=text, parts=parts)
-    return FilesInTurn(rendered=rendered, passages=turn.passages, kept=tuple(row.pk for row in kept), left=left)
+        previous = additions.get(row.message_id, Addition())
+        additions[row.message_id] = _added(previous, row, vision=vision, has_text=row.pk in texts)
+    return FilesInTurn(additions=additions, passages=turn.passages, kept=tuple(row.pk for row in kept), left=left)
+
+
+def _added(previous: Addition, row: Attachment, *, vision: bool, has_text: bool) -> Addition:
+    """`previous` with one more file of the message."""
+    text, parts = previous.text, previous.parts
+    addition = attachment_text(row, vision=vision) if has_text or row.indexed else ""
+    if row.kind == AttachmentKind.IMAGE and vision:
+        try:
+            parts = (*parts, image_part(row))
+        except (OSError, images.ImageRefused):
+            logger.warning("attachment %s could not be read for the model", row.pk, exc_info=True)
+            addition = f"[图片/Image {row.name}: the file could not be read]"
+    if addition:
+        text = f"{text}\n\n{addition}" if text else addition
+    return Addition(text=text, parts=parts)
 
 
 def _needs_text(row: Attachment, vision: bool) -> bool:
@@ -654,6 +656,23 @@ def recent_user_text(conversation: Conversation, count: int = 2) -> str:
     return "\n".join(text for text in texts if text)
 
 
-def unsent_before(cutoff: Any) -> Q:
-    """Uploads never sent with a message, older than `cutoff`."""
-    return Q(message__isnull=True, created_at__lt=cutoff)
+# An upload never sent with a message is kept this long (the page that uploaded it may still send it).
+UNSENT_KEPT = dt.timedelta(days=1)
+
+
+def attachments_delete_expired(now: dt.datetime | None = None) -> int:
+    """Delete every tenant's files past ATTACHMENT_RETENTION_DAYS (0: none), and uploads never sent after
+    UNSENT_KEPT; their files leave the storage as each deletion commits. Returns how many rows were deleted."""
+    now = now or timezone.now()
+    expired = Q(message__isnull=True, created_at__lt=now - UNSENT_KEPT)
+    days = setting("ATTACHMENT_RETENTION_DAYS")
+    if days > 0:
+        expired |= Q(created_at__lt=now - dt.timedelta(days=days))
+    deleted = 0
+    with all_tenants(reason="the retention of conversations' files, every tenant"):
+        while True:
+            batch = list(Attachment.objects.filter(expired).values_list("pk", flat=True)[:500])
+            if not batch:
+                return deleted
+            with transaction.atomic():
+                deleted += Attachment.objects.filter(pk__in=batch).delete()[1].get(Attachment._meta.label, 0)

@@ -201,23 +201,48 @@ def message_tokens(
 
 
 def system_content(
-    *, system_prompt: str, summary: str | None = None, recalled: Iterable[str] = (), notes: Iterable[str] = ()
+    *,
+    system_prompt: str,
+    summary: str | None = None,
+    recalled: Iterable[str] = (),
+    notes: Iterable[str] = (),
+    documents: str = "",
 ) -> str:
-    """The text of the one system message: the agent's prompt, then the summary, recalled memories and notes."""
+    """The text of the one system message: the agent's prompt, then the summary, recalled memories, the passages
+    of the conversation's documents (memory.attachments) and notes."""
     parts = [system_prompt.strip()] if system_prompt and system_prompt.strip() else []
     if summary and summary.strip():
         parts.append(f"{SUMMARY_HEADING}\n{summary.strip()}")
     memories = [text.strip() for text in recalled if text and text.strip()]
     if memories:
         parts.append(RECALLED_HEADING + "\n" + "\n".join(f"- {text}" for text in memories))
+    if documents.strip():
+        parts.append(documents.strip())
     parts.extend(note.strip() for note in notes if note and note.strip())
     return "\n\n".join(parts)
 
 
-def fixed_tokens(*, system_prompt: str, summary: str | None, recalled: Iterable[str] = (), model: str) -> int:
-    """What the system message (prompt, summary, recalled memories) and reply priming cost: select's fixed_tokens."""
-    content = system_content(system_prompt=system_prompt, summary=summary, recalled=recalled)
+def fixed_tokens(
+    *, system_prompt: str, summary: str | None, recalled: Iterable[str] = (), model: str, documents: str = ""
+) -> int:
+    """What the system message (prompt, summary, recalled memories, documents' passages) and reply priming cost:
+    select's fixed_tokens."""
+    content = system_content(system_prompt=system_prompt, summary=summary, recalled=recalled, documents=documents)
     return count_messages([ChatMessage.system(content).as_dict()], model)
+
+
+@dataclass(frozen=True)
+class Addition:
+    """What a stored message carries beyond its text when sent: its files' text, after the message's own, and
+    content parts (images for a vision model). Counted in the message's stored token_count."""
+
+    text: str = ""
+    parts: tuple[Mapping[str, Any], ...] = ()
+
+    def message(self, stored: StoredMessage) -> ChatMessage:
+        """The stored message with this addition, as it is sent."""
+        text = "\n\n".join(piece for piece in (stored.content, self.text) if piece)
+        return ChatMessage(stored.role, text, parts=self.parts or None)
 
 
 # --- the window -------------------------------------------------------------------------------------------------
@@ -487,19 +512,34 @@ def select(messages: Sequence[StoredMessage], config: OverflowConfig, *, fixed_t
 
 
 def build_model_messages(
-    *, system_prompt: str, summary: str | None, window: Window, recalled: Sequence[str] = ()
+    *,
+    system_prompt: str,
+    summary: str | None,
+    window: Window,
+    recalled: Sequence[str] = (),
+    documents: str = "",
+    additions: Mapping[int, Addition] | None = None,
 ) -> list[ChatMessage]:
-    """The chat request: exactly one system message, then the window's messages.
+    """The chat request: exactly one system message, then the window's messages (with their `additions`, by id:
+    the files they carry).
 
-    The system message holds the agent's prompt, the summary, the recalled memories and, last, the content of
-    any system messages stored in the window (runtime notes), merged in their order: several system messages, or
-    one in the middle of the conversation, are rejected or ignored by some models (seed 0 asks for one).
-    A stored system message's own token count covers its merged text, so the budget still holds.
+    The system message holds the agent's prompt, the summary, the recalled memories, the passages of the
+    conversation's documents and, last, the content of any system messages stored in the window (runtime notes),
+    merged in their order: several system messages, or one in the middle of the conversation, are rejected or
+    ignored by some models (seed 0 asks for one). A stored system message's own token count covers its merged
+    text, so the budget still holds.
     """
     notes = [message.content for message in window.messages if message.role == Role.SYSTEM]
-    content = system_content(system_prompt=system_prompt, summary=summary, recalled=recalled, notes=notes)
+    content = system_content(
+        system_prompt=system_prompt, summary=summary, recalled=recalled, notes=notes, documents=documents
+    )
+    additions = additions or {}
     result = [ChatMessage.system(content)]
-    result += [message.chat_message() for message in window.messages if message.role != Role.SYSTEM]
+    result += [
+        additions[message.id].message(message) if message.id in additions else message.chat_message()
+        for message in window.messages
+        if message.role != Role.SYSTEM
+    ]
     return result
 
 

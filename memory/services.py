@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from celery import current_app
@@ -24,7 +24,15 @@ from core.conf import setting
 from llm.messages import ChatMessage
 from llm.models import ModelProvider
 from memory import overflow
-from memory.attachments import MessageFiles, files_store, message_files_tokens
+from memory.attachments import (
+    FilesInTurn,
+    MessageFiles,
+    conversation_files,
+    files_for_turn,
+    files_for_window,
+    files_store,
+    message_files_tokens,
+)
 from memory.counters import overflow_metric_add
 from memory.models import (
     Attachment,
@@ -82,10 +90,12 @@ def context_ids_append(conversation: Conversation, ids: Sequence[int]) -> None:
 
 @dataclass(frozen=True)
 class BuiltContext:
-    """The request of one turn: the chat messages (one system message first) and the strategy's window."""
+    """The request of one turn: the chat messages (one system message first), the strategy's window, and what of
+    the conversation's files went with it (sent with their messages; passages of large documents)."""
 
     messages: list[ChatMessage]
     window: overflow.Window
+    files: FilesInTurn = field(default_factory=FilesInTurn)
 
 
 @transaction.atomic
@@ -397,8 +407,10 @@ def context_build(
     recalled: Sequence[str] = (),
     context: ConversationContext | None = None,
 ) -> BuiltContext:
-    """The messages to send this turn: the conversation's strategy applied to its active messages. `context` is the
-    conversation's context row when the caller has just read it this turn (it is read here otherwise).
+    """The messages to send this turn: the conversation's strategy applied to its active messages, with the files
+    they carry and the passages of the conversation's large documents (memory.attachments; read only when the
+    conversation has files). `context` is the conversation's context row when the caller has just read it this turn
+    (it is read here otherwise).
 
     Drops what the strategy dropped, records the metrics when it acted, and queues the summary task on commit
     when messages are marked for summary and no summary is already pending.
@@ -408,7 +420,11 @@ def context_build(
     if context is None or context.conversation_id != conversation.pk:
         context = ConversationContext.objects.get(conversation=conversation)
     config = overflow.OverflowConfig.from_dict(context.strategy_config)
-    fixed = overflow.fixed_tokens(system_prompt=system_prompt, summary=context.summary, recalled=recalled, model=model)
+    files = conversation_files(conversation) if context.attachments else []
+    turn_files = files_for_turn(conversation=conversation, files=files) if files else FilesInTurn()
+    fixed = overflow.fixed_tokens(
+        system_prompt=system_prompt, summary=context.summary, recalled=recalled, model=model, documents=turn_files.block
+    )
     strategy = overflow.get_strategy(config.strategy)
     messages, unloaded_tokens = active_stored(
         context.active_messages, conversation, strategy=strategy, config=config, fixed_tokens=fixed
@@ -417,7 +433,34 @@ def context_build(
     if unloaded_tokens:
         # Older active messages the strategy could not keep were never loaded: they are dropped too.
         window = replace(window, triggered=True, tokens_saved=window.tokens_saved + unloaded_tokens)
-    # Leaving the context: what the strategy dropped, and active ids that were not loaded (too old, or deleted).
+    context, requeued = _context_kept(conversation, context, messages, window)
+    if window.triggered or requeued:
+        overflow_metric_add(
+            tenant_id=conversation.tenant_id,
+            agent_id=conversation.agent_id,
+            triggers=int(window.triggered),
+            summaries_retried=int(requeued),
+            tokens_saved=window.tokens_saved if window.triggered else 0,
+        )
+    if files:
+        ids = [message.id for message in window.messages]
+        turn_files = files_for_window(conversation=conversation, files=files, message_ids=ids, turn=turn_files)
+    request = overflow.build_model_messages(
+        system_prompt=system_prompt, summary=context.summary, window=window, recalled=recalled,
+        documents=turn_files.block, additions=turn_files.additions,
+    )  # fmt: skip
+    return BuiltContext(messages=request, window=window, files=turn_files)
+
+
+def _context_kept(
+    conversation: Conversation,
+    context: ConversationContext,
+    messages: Sequence[overflow.StoredMessage],
+    window: overflow.Window,
+) -> tuple[ConversationContext, bool]:
+    """Take out of the context what left it (what the strategy dropped, and active ids that were not loaded: too
+    old, or deleted) and queue the summary of what it marked; (the context, whether a lost summary was queued
+    again)."""
     loaded = {message.id for message in messages}
     removed = set(window.dropped_ids) | {pk for pk in context.active_messages if pk not in loaded}
     summarize_ids = list(window.summarize_ids)
@@ -441,18 +484,7 @@ def context_build(
                 transaction.on_commit(lambda: summarize_conversation.delay(tenant_id, conversation_id, summarize_ids))
             if changed:
                 context.save(update_fields=[*changed, "updated_at"])
-    if window.triggered or requeued:
-        overflow_metric_add(
-            tenant_id=conversation.tenant_id,
-            agent_id=conversation.agent_id,
-            triggers=int(window.triggered),
-            summaries_retried=int(requeued),
-            tokens_saved=window.tokens_saved if window.triggered else 0,
-        )
-    request = overflow.build_model_messages(
-        system_prompt=system_prompt, summary=context.summary, window=window, recalled=recalled
-    )
-    return BuiltContext(messages=request, window=window)
+    return context, requeued
 
 
 # The embedded default has no worker: extraction runs on one background thread of this process, after the reply is

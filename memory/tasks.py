@@ -7,6 +7,7 @@ import logging
 from celery import shared_task
 
 from llm.errors import LLMError
+from memory.attachments import attachments_delete_expired
 from memory.counters import overflow_metric_add
 from memory.longterm.extraction import sleep_everyone, turn_memory_extract
 from memory.models import Conversation
@@ -83,3 +84,10 @@ def sleep_all(sample: int | None = None) -> int:
     """Seed 3's S() for every memory key of every tenant (Celery beat runs it; the admin shows the schedule).
     Returns how many memory keys slept."""
     return sleep_everyone(sample=sample)
+
+
+@shared_task(name="memory.attachments_expire")
+def attachments_expire() -> int:
+    """Delete conversations' files older than ATTACHMENT_RETENTION_DAYS (their messages stay), and uploads never
+    sent with a message after a day; Celery beat runs it daily. Returns how many files were deleted."""
+    return attachments_delete_expired()

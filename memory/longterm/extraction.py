@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from asgiref.sync import async_to_sync
+from django.db.models.functions import Substr
 from django.utils import timezone
 
 from llm.client import complete_chat
@@ -16,7 +17,7 @@ from llm.selectors import model_for_tier
 from memory.longterm import events as event_graph
 from memory.longterm import metrics, strength
 from memory.longterm.recall import owner_of, turn_index
-from memory.models import Conversation, MemoryItem, Message
+from memory.models import Attachment, Conversation, MemoryItem, Message
 from tenants.models import Tenant
 from tenants.scope import all_tenants, tenant_scope
 
@@ -40,6 +41,7 @@ def turn_memory_extract(
     user_message, reply = messages.get(user_message_id), messages.get(reply_message_id) if reply_message_id else None
     if user_message is None:
         return "gone"
+    user_message.content = with_shared_files(user_message)
     turn_index(conversation, user_message=user_message, reply=reply)
     owner = owner_of(conversation)
     now = timezone.now()
@@ -94,6 +96,27 @@ def turn_memory_extract(
         duplicates=outcome.duplicates, superseded=outcome.superseded,
     )  # fmt: skip
     return "stored"
+
+
+# How much of a shared file's text says what it is about (its first line, cut): its name and this are remembered,
+# never its text.
+ABOUT_CHARS = 80
+
+
+def with_shared_files(message: Message) -> str:
+    """A user message's text as memory reads it: with a line per file it shared (name, kind, what it is about)."""
+    rows = (
+        Attachment.objects.filter(message_id=message.pk)
+        .annotate(head=Substr("text", 1, 400))
+        .values_list("name", "kind", "pages", "head")
+    )
+    lines = []
+    for name, kind, pages, head in rows:
+        about = next((line.strip() for line in (head or "").splitlines() if line.strip()), "")
+        about = about if len(about) <= ABOUT_CHARS else about[: ABOUT_CHARS - 1] + "…"
+        size = f", {pages} pages" if pages else ""
+        lines.append(f"[Shared {kind} / 分享的文件: {name}{size}" + (f" — about: {about}]" if about else "]"))
+    return "\n".join([message.content, *lines]).strip() if lines else message.content
 
 
 def sleep_everyone(*, sample: int | None = None) -> int:
