@@ -27,9 +27,11 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext as _
@@ -38,16 +40,20 @@ from django.views.decorators.csrf import csrf_exempt
 from agents.models import Agent
 from agents.runtime import TurnStatus
 from agents.sinks import QueueSink
+from api.attachment_fetch import FetchRefused, fetch_image
 from api.keys import KeyAccess, KeyRefused, key_agent
 from api.models import KeyScope
 from api.openai_answers import Chunks, Ending, answer, stream, turn_error
+from api.openai_parts import FilePart
 from api.openai_request import ApiError, CompletionRequest, parse_completion_request
 from api.throttling import authorize
+from core.conf import setting
 from core.db import database_sync_to_async
 from engine import admission, turns
 from engine.admission import Admitted, Refusal, RefusalCode, Target
 from engine.places import holding
 from engine.turns import Outcome
+from memory.attachments import Upload
 from memory.models import ConversationSource
 from tenants.generation import read_once
 from tenants.scope import tenant_scope
@@ -160,15 +166,68 @@ REFUSAL_PARAMS = {
     RefusalCode.INVALID_CHARACTERS: "messages",
     RefusalCode.INVALID_CLIENT_ID: "metadata.idempotency_key",
 }
+# The refusals about one of the request's files.
+ATTACHMENT_REFUSALS = {RefusalCode.ATTACHMENT_NOT_FOUND, RefusalCode.ATTACHMENT_REFUSED}
 REFUSAL_KINDS = {404: "invalid_request_error", 409: "conflict_error", 429: "rate_limit_error", 503: "server_error"}
 
 
-def refusal_error(refusal: Refusal) -> ApiError:
-    """The engine's refusal in OpenAI's error shape."""
+def _refused_part(refusal: Refusal, files: Sequence[FilePart]) -> str | None:
+    """The content part a refused file came from (messages[i].content[j]): the admission names the upload by its
+    index among the uploads, or the attachment by its id."""
+    uploads = [file for file in files if file.attachment_id is None]
+    index, attachment = refusal.params.get("upload"), refusal.params.get("attachment")
+    if isinstance(index, int) and 0 <= index < len(uploads):
+        return uploads[index].where
+    named = [file.where for file in files if attachment is not None and file.attachment_id == attachment]
+    return named[0] if named else None
+
+
+def refusal_error(refusal: Refusal, files: Sequence[FilePart] = ()) -> ApiError:
+    """The engine's refusal in OpenAI's error shape; a refused file names its content part."""
+    param = REFUSAL_PARAMS.get(refusal.code)
+    if refusal.code in ATTACHMENT_REFUSALS and files:
+        param = _refused_part(refusal, files) or files[0].where.rsplit("[", 1)[0]
     return ApiError(
-        refusal.status, refusal.message, code=str(refusal.code), param=REFUSAL_PARAMS.get(refusal.code),
+        refusal.status, refusal.message, code=str(refusal.code), param=param,
         kind=REFUSAL_KINDS.get(refusal.status, "invalid_request_error"), retry_after=refusal.retry_after,
     )  # fmt: skip
+
+
+def _body(request: HttpRequest) -> bytes:
+    """The request's body, up to what its files may need: a request may carry ATTACHMENTS_PER_MESSAGE files of
+    ATTACHMENT_MAX_BYTES each, base64 (4/3 larger), beside Django's bound for the rest (DATA_UPLOAD_MAX_MEMORY_SIZE).
+    Read past `request.body`, whose bound is Django's alone."""
+    files = int(setting("ATTACHMENT_MAX_BYTES")) * int(setting("ATTACHMENTS_PER_MESSAGE")) * 4 // 3
+    limit = files + (settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0)
+    try:
+        size = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        size = 0
+    if size > limit:
+        raise ApiError(413, _("The request body is larger than %(max)s MB.") % {"max": limit // (1024 * 1024)},
+                       code="request_too_large")  # fmt: skip
+    return request.read(limit + 1)
+
+
+async def _fetched(file: FilePart) -> bytes:
+    """An http(s) image URL's bytes through the network guard; an ApiError naming the part when refused."""
+    try:
+        return await fetch_image(file.url or "")
+    except FetchRefused as exc:
+        raise ApiError(400, exc.message, code="image_url_unavailable", param=file.where) from None
+
+
+async def _files(files: Sequence[FilePart]) -> tuple[list[Upload], list[int]]:
+    """The last user message's files as the admission takes them: bytes (the http(s) image URLs fetched at once
+    through the network guard) and uploaded attachments' ids."""
+    urls = [file for file in files if file.url is not None]
+    fetched = iter(await asyncio.gather(*(_fetched(file) for file in urls)))
+    uploads = [
+        Upload(name=file.name, data=next(fetched) if file.url is not None else file.data or b"")
+        for file in files
+        if file.attachment_id is None
+    ]
+    return uploads, [file.attachment_id for file in files if file.attachment_id is not None]
 
 
 def _completion_id(user_message_id: int) -> str:
@@ -184,8 +243,9 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return ApiError(405, _("Use POST."), code="method_not_allowed").response()
     try:
-        ask = parse_completion_request(request.body, request.headers)
+        ask = parse_completion_request(_body(request), request.headers)
         prepared = await database_sync_to_async(_prepare)(request.headers.get("Authorization"), ask)
+        uploads, attachment_ids = await _files(ask.files)
     except ApiError as exc:
         return exc.response()
     sink = QueueSink()
@@ -193,10 +253,10 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         caller=prepared.access.caller(ConversationSource.API),
         target=Target(agent=prepared.agent, conversation_id=ask.conversation_id, history=ask.history),
         content=ask.content, client_id=ask.client_id or f"api-{uuid.uuid4().hex}", stream=ask.stream,
-        then=ask.tool_round, options=ask.options, also=sink,
+        then=ask.tool_round, options=ask.options, also=sink, attachments=attachment_ids, uploads=uploads,
     )  # fmt: skip
     if isinstance(decision, Refusal):
-        return refusal_error(decision).response()
+        return refusal_error(decision, ask.files).response()
     response = None
     try:
         response = await _complete(ask, prepared, decision, sink)

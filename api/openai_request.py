@@ -15,6 +15,7 @@ from django.http import JsonResponse
 from django.utils.translation import gettext as _
 
 from agents.models import MAX_REPLY_TOKENS
+from api.openai_parts import Content, FilePart, PartError, read_content
 from core.bounded import loads_json, unstorable_at, unstorable_message
 from llm.messages import ChatMessage, Role
 from llm.options import CallOptions
@@ -73,26 +74,16 @@ class CompletionRequest:
     # After the last user message: the client's own tool round (the assistant's calls of its tools, their results).
     tool_round: list[ChatMessage] = field(default_factory=list)
     options: CallOptions = field(default_factory=CallOptions)
+    # The last user message's files (image_url and file parts), fetched and read by the door (api.openai_compat).
+    files: list[FilePart] = field(default_factory=list)
 
 
-def _text(content: Any, n: int) -> str:
-    """A message's content: a string, or OpenAI's list of parts of which only text parts are read."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise ApiError(
-                    400, _("Only text content is supported (messages[%(n)s]).") % {"n": n},
-                    code="unsupported_content", param=f"messages[{n}].content",
-                )  # fmt: skip
-            texts.append(part["text"])
-        return "\n".join(texts)
-    if content is None:
-        return ""
-    raise ApiError(400, _("messages[%(n)s].content must be a string.") % {"n": n}, code="invalid_type",
-                   param=f"messages[{n}].content")  # fmt: skip
+def _content(content: Any, n: int, role: Any, last_user: bool) -> Content:
+    """messages[n].content read (api.openai_parts): its text, and the last user message's files."""
+    try:
+        return read_content(content, n, role=role, last_user=last_user)
+    except PartError as exc:
+        raise ApiError(exc.status, exc.message, code=exc.code, param=exc.param) from None
 
 
 def _positive_int(value: Any) -> int | None:
@@ -137,13 +128,17 @@ def _all_answered(open_calls: set[str], n: int) -> None:
                        code="invalid_tool_call_id", param=f"messages[{n}]")  # fmt: skip
 
 
-def _message(raw: Any, n: int, open_calls: set[str]) -> ChatMessage:
+def _message(raw: Any, n: int, open_calls: set[str], files: list[FilePart] | None = None) -> ChatMessage:
     """One message of `messages` as a ChatMessage; `open_calls` holds the ids of the calls a tool message may
-    answer (the last assistant's), and loses each one answered."""
+    answer (the last assistant's), and loses each one answered. `files`, given for the last user message only,
+    receives its files."""
     if not isinstance(raw, dict) or raw.get("role") not in CLIENT_ROLES:
         raise ApiError(400, _("messages[%(n)s].role must be one of system, user, assistant, tool.") % {"n": n},
                        code="invalid_role", param=f"messages[{n}].role")  # fmt: skip
-    role, text = raw["role"], _text(raw.get("content"), n)
+    content = _content(raw.get("content"), n, raw["role"], last_user=files is not None)
+    role, text = raw["role"], content.text
+    if files is not None:
+        files.extend(content.files)
     if len(text) > MAX_CONTENT_CHARS:
         raise ApiError(
             400, _("messages[%(n)s] is longer than %(max)s characters.") % {"n": n, "max": MAX_CONTENT_CHARS},
@@ -165,16 +160,19 @@ def _message(raw: Any, n: int, open_calls: set[str]) -> ChatMessage:
     return ChatMessage(Role.SYSTEM if role == "developer" else role, text)
 
 
-def _messages(raw: Any) -> tuple[list[ChatMessage], str, list[ChatMessage]]:
+def _messages(raw: Any) -> tuple[list[ChatMessage], str, list[ChatMessage], list[FilePart]]:
     """The history before the last user message (system messages left out: the agent's own prompt leads), that
-    message's text, and the client's tool round after it."""
+    message's text, the client's tool round after it, and that message's files."""
     if not isinstance(raw, list) or not raw:
         raise ApiError(400, _("“messages” must be a non-empty list."), code="invalid_messages", param="messages")
     if len(raw) > MAX_MESSAGES:
         raise ApiError(400, _("Send at most %(n)s messages.") % {"n": MAX_MESSAGES}, code="too_many_messages",
                        param="messages")  # fmt: skip
     open_calls: set[str] = set()
-    messages = [_message(message, n, open_calls) for n, message in enumerate(raw)]
+    last_raw = max((n for n, message in enumerate(raw) if isinstance(message, dict) and message.get("role") == "user"),
+                   default=-1)  # fmt: skip
+    files: list[FilePart] = []
+    messages = [_message(message, n, open_calls, files if n == last_raw else None) for n, message in enumerate(raw)]
     _all_answered(open_calls, len(messages))
     last_user = max((n for n, message in enumerate(messages) if message.role == Role.USER), default=-1)
     tail = messages[last_user + 1 :]
@@ -188,7 +186,7 @@ def _messages(raw: Any) -> tuple[list[ChatMessage], str, list[ChatMessage]]:
         raise ApiError(400, _("Only tool calls and their results may follow the last user message."),
                        code="invalid_messages", param="messages")  # fmt: skip
     history = [message for message in messages[:last_user] if message.role != Role.SYSTEM]
-    return history, messages[last_user].text, tail
+    return history, messages[last_user].text, tail, files
 
 
 # --- the model's options ----------------------------------------------------------------------------------------
@@ -410,7 +408,7 @@ def parse_completion_request(raw: bytes, headers: Any) -> CompletionRequest:
     if not isinstance(stream, bool) or not isinstance(options, dict) or not isinstance(metadata, dict):
         raise ApiError(400, _("“stream” must be true or false; “stream_options” and “metadata” objects."),
                        code="invalid_type")  # fmt: skip
-    history, content, tool_round = _messages(data.get("messages"))
+    history, content, tool_round, files = _messages(data.get("messages"))
     conversation_id, client_id = _ids(data, headers)
     if tool_round and conversation_id is not None:
         raise ApiError(400, _("Send your tools' results with the whole history, without a conversation id."),
@@ -425,4 +423,5 @@ def parse_completion_request(raw: bytes, headers: Any) -> CompletionRequest:
         client_id=client_id,
         tool_round=tool_round,
         options=_options(data),
+        files=files,
     )

@@ -34,6 +34,7 @@ from agents.workflows.services import workflow_runs_for, workflow_validate
 from api.authentication import HasScope, TenantScopedApiView, administers, key_access
 from api.keys import caller_conversation
 from api.models import KeyScope
+from api.parsers import attachment_ids, attachment_ids_words
 from api.refusals import refusal_response
 from engine import admission, turns
 from engine.admission import MAX_CLIENT_ID_CHARS, Admitted, Caller, Refusal, Target
@@ -393,6 +394,11 @@ class SendSerializer(serializers.Serializer):
         required=False, max_length=MAX_CLIENT_ID_CHARS,
         help_text="Sending again with the same client_id returns the first answer; the turn runs once.",
     )  # fmt: skip
+    attachments = serializers.ListField(
+        child=serializers.IntegerField(), required=False,
+        help_text="Files uploaded before (POST /api/v1/attachments/), sent with this message; content may then be "
+        "empty.",
+    )  # fmt: skip
 
 
 class TurnSerializer(serializers.Serializer):
@@ -478,7 +484,10 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
             return self.get_paginated_response(MessageSerializer(page, many=True).data)
         data = request.data if isinstance(request.data, dict) else {}
         client_id = data.get("client_id") or f"api-{uuid.uuid4().hex}"
-        return self._send(int(pk or 0), client_id, data.get("content"))
+        attachments = attachment_ids(data.get("attachments"))
+        if attachments is None:
+            raise exceptions.ValidationError({"attachments": [attachment_ids_words()]})
+        return self._send(int(pk or 0), client_id, data.get("content"), attachments)
 
     @extend_schema(request=FeedbackSerializer, responses={200: FeedbackResultSerializer})
     @action(detail=True, methods=["post"], url_path=r"messages/(?P<message_id>\d+)/feedback")
@@ -507,7 +516,7 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
         conversation = self.get_object()
         return Response({"stopped": async_to_sync(turns.request_stop)(conversation_id=conversation.pk)})
 
-    def _send(self, conversation_id: int, client_id: Any, content: Any) -> Response:
+    def _send(self, conversation_id: int, client_id: Any, content: Any, attachments: list[int]) -> Response:
         access = key_access(self.request)
         if access is not None:
             caller = access.caller(ConversationSource.API)
@@ -517,8 +526,9 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
 
         async def turn() -> tuple[Admitted | Refusal, Any]:
             decision = await admission.admit(
-                caller=caller, target=Target(conversation_id=conversation_id), content=content, client_id=client_id
-            )
+                caller=caller, target=Target(conversation_id=conversation_id), content=content, client_id=client_id,
+                attachments=attachments,
+            )  # fmt: skip
             if isinstance(decision, Refusal) or decision.submission.task is None:
                 return decision, None
             return decision, await decision.submission.task

@@ -21,6 +21,7 @@ from agents import frames
 from agents.sinks import QueueSink
 from api.keys import KeyRefused, bearer_secret
 from api.models import KeyScope
+from api.parsers import attachment_ids, attachment_ids_words
 from api.refusals import error_response, refusal_response
 from api.throttling import authorize
 from core.bounded import loads_json
@@ -48,17 +49,21 @@ class Send:
     conversation_id: int
     content: Any
     client_id: Any
+    attachments: list[int]
 
 
-def _body(raw: bytes) -> tuple[Any, Any]:
-    """The body's content and client_id, as sent: the engine's admission checks them."""
+def _body(raw: bytes) -> tuple[Any, Any, list[int]]:
+    """The body's content, client_id and attachments (ids), as sent: the engine's admission checks them."""
     try:
         data = loads_json(raw or b"")
     except (ValueError, UnicodeDecodeError):
         raise Refused(400, "validation_error", _("The request body is not valid JSON.")) from None
     if not isinstance(data, dict):
         raise Refused(400, "validation_error", _("Send a JSON object with the message's content."))
-    return data.get("content"), data.get("client_id") or f"api-{uuid.uuid4().hex}"
+    attachments = attachment_ids(data.get("attachments"))
+    if attachments is None:
+        raise Refused(400, "validation_error", attachment_ids_words())
+    return data.get("content"), data.get("client_id") or f"api-{uuid.uuid4().hex}", attachments
 
 
 def _prepare(request: HttpRequest, conversation_id: int) -> Send:
@@ -78,8 +83,10 @@ def _prepare(request: HttpRequest, conversation_id: int) -> Send:
         if CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {}) is not None:
             raise Refused(403, "csrf_failed", _("The page's CSRF token is missing or wrong; reload the page."))
         caller = Caller(tenant=tenant, source=ConversationSource.API, user=user, membership=membership)
-    content, client_id = _body(request.body)
-    return Send(caller=caller, conversation_id=conversation_id, content=content, client_id=client_id)
+    content, client_id, attachments = _body(request.body)
+    return Send(
+        caller=caller, conversation_id=conversation_id, content=content, client_id=client_id, attachments=attachments
+    )
 
 
 def _event(logged: frames.Logged) -> str:
@@ -98,7 +105,7 @@ async def send_stream(request: HttpRequest, conversation_id: int) -> HttpRespons
     sink = QueueSink()
     decision = await admission.admit(
         caller=send.caller, target=Target(conversation_id=send.conversation_id), content=send.content,
-        client_id=send.client_id, stream=True, also=sink,
+        client_id=send.client_id, stream=True, also=sink, attachments=send.attachments,
     )  # fmt: skip
     if isinstance(decision, Refusal):
         return refusal_response(decision)

@@ -2,7 +2,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from api import rest, rest_knowledge, rest_plans, streaming, unknown_url, views
+from api import rest, rest_attachments, rest_knowledge, rest_plans, streaming, unknown_url, views
 
 app_name = "api"
 
@@ -11,6 +11,7 @@ router = DefaultRouter()
 # suffix URL was a 500 before).
 router.include_format_suffixes = False
 router.register("agents", rest.AgentViewSet, basename="agent")
+router.register("attachments", rest_attachments.AttachmentViewSet, basename="attachment")
 router.register("conversations", rest.ConversationViewSet, basename="conversation")
 router.register("knowledge-bases", rest_knowledge.KnowledgeBaseViewSet, basename="knowledge-base")
 router.register("plans", rest_plans.PlanViewSet, basename="plan")

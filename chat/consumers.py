@@ -60,6 +60,17 @@ _SYNC = -2
 logger = logging.getLogger("chat.consumers")
 
 
+def frame_attachment_ids(value: Any) -> list[int] | None:
+    """A user_message frame's "attachments": the ids of files uploaded before ([] when absent); None when it is not
+    a list of ids. Whether each is the caller's to send is the engine's admission's decision."""
+    if value is None:
+        return []
+    valid = isinstance(value, list) and all(
+        isinstance(item, int) and not isinstance(item, bool) and 0 < item < 2**63 for item in value
+    )
+    return list(value) if valid else None
+
+
 def socket_language(scope: dict[str, Any]) -> str:
     """The connection's language: the language cookie, else Accept-Language, else the site default."""
     headers = dict(scope.get("headers") or [])
@@ -294,10 +305,14 @@ class ConversationSocket(AsyncJsonWebsocketConsumer):
         if gone:
             await self._send_refusal(RefusalCode.CONVERSATION_NOT_FOUND, client_id, text=gone)
             return
+        attachments = frame_attachment_ids(content.get("attachments"))
+        if attachments is None:
+            await self._send_refusal(RefusalCode.ATTACHMENT_NOT_FOUND, client_id)
+            return
         with override(self.language):
             decision = await admission.admit(
                 caller=self.entry.caller(), target=self.entry.target(), content=content.get("content"),
-                client_id=client_id,
+                client_id=client_id, attachments=attachments,
             )  # fmt: skip
             if isinstance(decision, Refusal):
                 await self._send_refusal(decision.code, client_id, decision.message, decision.retry_after)

@@ -19,7 +19,8 @@ from agents.tools import tool_labels
 from core.markdown import render_markdown
 from engine.streams import get_frame_log
 from llm.errors import message_for
-from memory.models import Conversation, ConversationContext, Feedback, Message, MessageStatus, Role
+from memory.attachments import attachment_info
+from memory.models import Attachment, Conversation, ConversationContext, Feedback, Message, MessageStatus, Role
 from memory.overflow import STRATEGY_SUMMARIZE
 from plans.models import Plan
 from toolservers.models import FUNCTION_PREFIX
@@ -77,6 +78,8 @@ class HistoryItem:
     # The viewer's own stored rating of this reply (+1, -1; None: not rated) and its comment.
     rating: int | None = None
     rating_comment: str = ""
+    # A user message's files (memory.attachments.attachment_info each), shown as chips and thumbnails.
+    attachments: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def role(self) -> str:
@@ -185,6 +188,18 @@ def _label_tenant_tools(conversation: Conversation, items: list[HistoryItem]) ->
         line.known = known
 
 
+def _attach_files(context: ConversationContext | None, items: list[HistoryItem]) -> None:
+    """Each user message's files; a conversation that never had one (its context's count says so) costs no query."""
+    if context is None or not context.attachments:
+        return
+    by_message: dict[int, list[dict[str, Any]]] = {}
+    for attachment in Attachment.objects.filter(conversation_id=context.conversation_id, message__isnull=False):
+        by_message.setdefault(attachment.message_id, []).append(attachment_info(attachment))
+    for item in items:
+        if item.role == Role.USER:
+            item.attachments = by_message.get(item.message.pk, [])
+
+
 def chat_history(*, conversation: Conversation, viewer_id: int | None = None) -> ChatHistory:
     """Every message of the conversation, oldest first, with replies rendered, each reply with the progress lines
     of its tool calls (a failed call's result is stored with status error), and the earlier-messages marker; with a
@@ -219,6 +234,7 @@ def chat_history(*, conversation: Conversation, viewer_id: int | None = None) ->
         items.append(item)
     _label_tenant_tools(conversation, items)
     context = getattr(conversation, "context", None)
+    _attach_files(context, items)
     marker, first_active = _earlier_marker(messages, context)
     if marker is None:
         return ChatHistory(items=items, marker=None)

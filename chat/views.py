@@ -21,6 +21,7 @@ from agents.tools import tool_labels
 from agents.workflows.schema import step_type_labels
 from chat import selectors
 from core.bounded import loads_json, unstorable_at, unstorable_message
+from core.conf import setting
 from memory.feedback import feedback_record, parse_rating
 from memory.models import Conversation, ConversationSource, Message
 from memory.selectors import access_conversation
@@ -55,6 +56,38 @@ def page_labels(tenant: Tenant) -> dict[str, object]:
         # The rating buttons and comment form are the page's own (templates/chat/_feedback.html): chat.js clones them.
         "thanks": _("Thanks for your feedback."),
         "feedbackFailed": _("Your feedback was not saved. Try again."),
+        **attachment_labels(),
+    }
+
+
+def attachment_labels() -> dict[str, str]:
+    """static/js/attachments.js's words, in the active language."""
+    return {
+        "attach": _("Attach files"),
+        "dropHere": _("Drop files here to attach them"),
+        "uploading": _("Uploading… %(percent)s"),
+        "reading": _("Reading…"),
+        "remove": _("Remove %(name)s"),
+        "uploadFailed": _("%(name)s was not attached: %(reason)s"),
+        "uploadBroken": _("the upload was interrupted. Try again."),
+        "tooManyFiles": _("A message may carry at most %(max)s files."),
+        "fileTooLarge": _("%(name)s is larger than %(max)s MB: choose a smaller file."),
+        "pages": _("%(pages)s pages"),
+        "waitUploads": _("Wait until the files are attached."),
+    }
+
+
+def attachment_config(*, upload_url: str, file_url: str, upload_fields: dict[str, Any], post: bool = False) -> dict:
+    """What static/js/attachments.js needs: where to upload (empty: no attach button), the URL of a file's bytes
+    (".../0/" stands for the id; `post`: fetched with the upload fields in a POST body, as the widget's visitor has
+    no session), the fields every upload carries, and the limits it tells the user before uploading."""
+    return {
+        "attachUrl": upload_url,
+        "attachmentUrl": file_url,
+        "attachmentPost": post,
+        "uploadFields": upload_fields,
+        "maxFileBytes": int(setting("ATTACHMENT_MAX_BYTES")),
+        "maxFiles": int(setting("ATTACHMENTS_PER_MESSAGE")),
     }
 
 
@@ -124,6 +157,11 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
                 # Feedback on replies: only on one's own conversation (static/js/chat.js posts to it).
                 "feedbackUrl": reverse("chat:feedback", args=[0]) if own else "",
                 "csrfToken": get_token(request) if own else "",
+                **attachment_config(
+                    upload_url=reverse("chat:attachment-upload") if own else "",
+                    file_url=reverse("chat:attachment", args=[0]),
+                    upload_fields={"conversation": conversation.pk},
+                ),
             },
             "chat_labels": page_labels(request.tenant),
             "plan": selectors.conversation_plan(conversation=conversation),

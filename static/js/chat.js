@@ -28,6 +28,8 @@
   // The reply being written (its bubble), and the plan's step cards keyed by index.
   var reply = null;
   var steps = {};
+  // The attach button and its tray (static/js/attachments.js), where the page offers them.
+  var attachments = window.ChatAttachments && window.ChatAttachments.enabled ? window.ChatAttachments : null;
 
   function readJSON(id) {
     var node = document.getElementById(id);
@@ -88,7 +90,9 @@
       var template = tooLong ? labels.tooLong : "%(count)s / %(max)s";
       counter.textContent = near ? format(template, { count: text.length, max: limit }) : "";
     }
-    if (sendButton) sendButton.disabled = running || !text.trim() || tooLong;
+    var files = attachments ? attachments.ready().length : 0;
+    var uploading = attachments ? attachments.busy() : false;
+    if (sendButton) sendButton.disabled = running || (!text.trim() && !files) || tooLong || uploading;
   }
 
   function hideEmpty() {
@@ -96,11 +100,12 @@
     if (empty) empty.hidden = true;
   }
 
-  function addUserBubble(content, clientId) {
+  function addUserBubble(content, clientId, files) {
     hideEmpty();
     var item = el("li", "chat-msg chat-user");
     if (clientId) item.dataset.clientId = clientId;
     item.appendChild(el("div", "chat-body", content));
+    if (files && files.length && window.ChatAttachments) item.appendChild(window.ChatAttachments.chips(files));
     log.appendChild(item);
     scrollDown();
     return item;
@@ -578,7 +583,7 @@
         break;
       case "user_message": {
         var bubble = findUserBubble(frame.client_id);
-        if (!bubble) bubble = addUserBubble(frame.content || "", frame.client_id);
+        if (!bubble) bubble = addUserBubble(frame.content || "", frame.client_id, frame.attachments);
         if (frame.message_id) bubble.dataset.messageId = String(frame.message_id);
         if (pending && pending.clientId === frame.client_id) pending = null;
         setRunning(true);
@@ -644,7 +649,7 @@
     window.setTimeout(function () {
       if (pending !== message) return; // answered, refused for good, or replaced meanwhile
       setStatus(labels.thinking);
-      send({ type: "user_message", client_id: message.clientId, content: message.content });
+      send(messageFrame(message));
     }, seconds * 1000 + Math.floor(Math.random() * 1000));
   }
 
@@ -674,7 +679,7 @@
       send({ type: "catch_up", after_seq: lastSeq });
       everOpened = true;
       setStatus(running ? labels.thinking : "");
-      if (pending) send({ type: "user_message", client_id: pending.clientId, content: pending.content });
+      if (pending) send(messageFrame(pending));
     });
     socket.addEventListener("message", function (event) {
       var frame;
@@ -714,19 +719,32 @@
     });
   }
 
+  // A message as its frame: its files go by id (uploaded already).
+  function messageFrame(message) {
+    var frame = { type: "user_message", client_id: message.clientId, content: message.content };
+    if (message.files.length) frame.attachments = message.files.map(function (file) { return file.id; });
+    return frame;
+  }
+
   function submit() {
     if (!input) return;
     var content = input.value.replace(/\s+$/, "");
     var limit = Number(config.maxChars) || 0;
-    if (!content.trim() || running || (limit > 0 && content.length > limit)) return;
+    var files = attachments ? attachments.ready() : [];
+    if (attachments && attachments.busy()) {
+      setStatus(labels.waitUploads);
+      return;
+    }
+    if ((!content.trim() && !files.length) || running || (limit > 0 && content.length > limit)) return;
     var clientId = newClientId();
-    pending = { clientId: clientId, content: content };
-    addUserBubble(content, clientId);
+    pending = { clientId: clientId, content: content, files: files };
+    addUserBubble(content, clientId, files);
     input.value = "";
+    if (attachments) attachments.clear();
     setRunning(true);
     updateSendable();
     setStatus(labels.thinking);
-    if (!send({ type: "user_message", client_id: clientId, content: content })) setStatus(labels.connecting);
+    if (!send(messageFrame(pending))) setStatus(labels.connecting);
   }
 
   if (form) {
@@ -735,6 +753,7 @@
       submit();
     });
   }
+  if (attachments) attachments.onChange(updateSendable);
   if (input) {
     input.addEventListener("input", updateSendable);
     updateSendable();
