@@ -77,7 +77,9 @@ def attachment_labels() -> dict[str, str]:
     }
 
 
-def attachment_config(*, upload_url: str, file_url: str, upload_fields: dict[str, Any], post: bool = False) -> dict:
+def attachment_config(
+    *, upload_url: str, file_url: str, upload_fields: dict[str, Any], post: bool = False, max_file_bytes: int = 0
+) -> dict[str, Any]:
     """What static/js/attachments.js needs: where to upload (empty: no attach button), the URL of a file's bytes
     (".../0/" stands for the id; `post`: fetched with the upload fields in a POST body, as the widget's visitor has
     no session), the fields every upload carries, and the limits it tells the user before uploading."""
@@ -86,7 +88,7 @@ def attachment_config(*, upload_url: str, file_url: str, upload_fields: dict[str
         "attachmentUrl": file_url,
         "attachmentPost": post,
         "uploadFields": upload_fields,
-        "maxFileBytes": int(setting("ATTACHMENT_MAX_BYTES")),
+        "maxFileBytes": max_file_bytes or int(setting("ATTACHMENT_MAX_BYTES")),
         "maxFiles": int(setting("ATTACHMENTS_PER_MESSAGE")),
     }
 

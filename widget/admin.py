@@ -29,7 +29,7 @@ class EmbedTokenAdmin(TenantOwnedAdmin):
     list_select_related = ["agent"]
     search_fields = ["name"]
     fields = ["tenant", "agent", "name", "allowed_origins", "visitor_messages_per_hour", "daily_token_budget",
-              "show_token_usage", "snippet", "revoked_at", "created_at"]  # fmt: skip
+              "show_token_usage", "files_allowed", "max_file_mb", "snippet", "revoked_at", "created_at"]  # fmt: skip
     readonly_fields = ["snippet", "revoked_at", "created_at"]
     actions = ["revoke"]
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import secrets
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.conf import setting
 from tenants.models import TenantOwned
 
 TOKEN_BYTES = 24
@@ -54,6 +56,17 @@ class EmbedToken(TenantOwned):
             "Show the tokens (prompt + completion) under each reply in the widget. Off: visitors never see them."
         ),
     )
+    files_allowed = models.BooleanField(
+        _("visitors may attach files"),
+        default=False,
+        help_text=_("Show the attach button in the widget: visitors may send images and documents with a message."),
+    )
+    max_file_mb = models.PositiveIntegerField(
+        _("largest file (MB)"),
+        default=5,
+        validators=[MinValueValidator(1)],
+        help_text=_("The largest file a visitor may attach, at most the platform's limit (ATTACHMENT_MAX_BYTES)."),
+    )
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
@@ -63,6 +76,10 @@ class EmbedToken(TenantOwned):
 
     def __str__(self) -> str:
         return self.name
+
+    def max_file_bytes(self) -> int:
+        """The largest file a visitor may attach: the embed's limit within the platform's."""
+        return min(self.max_file_mb * 1024 * 1024, int(setting("ATTACHMENT_MAX_BYTES")))
 
     def origins(self) -> list[str]:
         """The allowed origins, normalized (invalid lines are refused when saved)."""

@@ -16,6 +16,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
 from django.shortcuts import render
 from django.templatetags.static import static
+from django.utils.translation import gettext as _
 from django.utils.translation import override
 from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_exempt
@@ -25,8 +26,11 @@ from django.views.decorators.http import require_GET, require_POST
 from agents.config import agent_config
 from agents.limits import message_limit
 from chat import selectors
-from chat.views import feedback_body, page_labels, rate_reply
-from memory.models import Conversation, ConversationSource, Message
+from chat.attachments import error, file_response, upload_response
+from chat.views import attachment_config, feedback_body, page_labels, rate_reply
+from engine.admission import Caller, CallerKind, visitor_account
+from memory.attachments import AttachmentRefused, AttachmentRefusedCode, attachment_readable
+from memory.models import Attachment, Conversation, ConversationSource, Message
 from tenants.scope import tenant_scope
 from widget import visitors
 from widget.models import EmbedToken
@@ -120,6 +124,15 @@ def _chat_config(found: _Visitor) -> dict[str, Any]:
         "feedbackFields": credentials,
         # Each reply's tokens are the site owner's business: shown to visitors only if the embed says so.
         "showUsage": embed.show_token_usage,
+        # Files: the attach button only where the embed allows them; a file's bytes are fetched with the
+        # credentials in a POST body (the visitor has no session).
+        **attachment_config(
+            upload_url=f"/embed/{embed.token}/attachments/" if embed.files_allowed else "",
+            file_url=f"/embed/{embed.token}/attachments/0/",
+            upload_fields=credentials,
+            post=True,
+            max_file_bytes=embed.max_file_bytes(),
+        ),
     }
 
 
@@ -145,6 +158,7 @@ def chat(request: HttpRequest, token: str) -> HttpResponse:
                 else None
             ),
             "show_usage": embed.show_token_usage,
+            "files_allowed": embed.files_allowed,
             "chat_config": _chat_config(found),
             "chat_labels": page_labels(embed.tenant),
         }
@@ -168,3 +182,53 @@ def feedback(request: HttpRequest, token: str, message_id: int) -> JsonResponse:
         if message is None:
             raise Http404("No such message.")
         return rate_reply(message=message, user=conversation.user, data=data, source=ConversationSource.WIDGET)
+
+
+def _too_large(embed: EmbedToken, request: HttpRequest) -> JsonResponse | None:
+    """The embed's own size limit, before the file is read: the same refusal as the platform's limit."""
+    sent = request.FILES.get("file")
+    if sent is None or sent.size <= embed.max_file_bytes():
+        return None
+    refused = AttachmentRefused(
+        AttachmentRefusedCode.TOO_LARGE,
+        _("“%(name)s” is larger than %(max)s MB, the largest file this assistant takes: send a smaller one.")
+        % {"name": sent.name, "max": embed.max_file_bytes() // (1024 * 1024)},
+    )
+    return error(refused.status, str(refused.code), refused.message)
+
+
+@csrf_exempt  # the visitor has no session: the signed ticket and the visitor's own id in the body are the credentials
+@require_POST
+def upload(request: HttpRequest, token: str) -> JsonResponse:
+    """A visitor's file, through an embed that allows files, stored under the visitor's own account (made now if
+    this is their first upload) and sent with their next message by id."""
+    found = _visitor(token, request.POST)
+    if found is None:
+        return JsonResponse({}, status=403)
+    embed = found.embed
+    with override(found.ticket.lang), tenant_scope(embed.tenant):
+        if not embed.files_allowed:
+            return error(403, "attachments_not_allowed", _("This assistant does not take files."))
+        if (refused := _too_large(embed, request)) is not None:
+            return refused
+        visitor = visitors.visitor_pass(embed, found.visitor_id, address=request.META.get("REMOTE_ADDR", ""))
+        caller = Caller(tenant=embed.tenant, source=ConversationSource.WIDGET, kind=CallerKind.VISITOR, visitor=visitor)
+        user = visitor_account(caller)
+        return upload_response(user=user, request=request, conversation=found.conversation)
+
+
+@csrf_exempt  # the visitor has no session: the signed ticket and the visitor's own id in the body are the credentials
+@never_cache
+@require_POST
+def attachment(request: HttpRequest, token: str, attachment_id: int) -> HttpResponse:
+    """A file's bytes for the visitor who sent it (a POST: the credentials never ride in a URL); any other file is
+    a 404, as a missing one."""
+    found = _visitor(token, request.POST)
+    if found is None:
+        return _refused()
+    with tenant_scope(found.embed.tenant):
+        user = visitors.visitor_user(found.embed, found.visitor_id)
+        file = Attachment.objects.select_related("conversation").filter(pk=attachment_id).first()
+        if user is None or file is None or not attachment_readable(user=user, membership=None, attachment=file):
+            raise Http404("No such file.")
+        return file_response(file)

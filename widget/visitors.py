@@ -108,7 +108,17 @@ def visitor_pass(embed: EmbedToken, visitor_id: str, address: str = "") -> Visit
         address_hash=hashlib.sha256(f"{embed.token}|{address}".encode()).hexdigest()[:32],
         messages_per_hour=embed.visitor_messages_per_hour,
         daily_token_budget=embed.daily_token_budget,
+        attachments_allowed=embed.files_allowed,
     )
+
+
+def visitor_user(embed: EmbedToken, visitor_id: str) -> Any:
+    """The visitor's account if they have one (made with their first upload or message); None otherwise. Call
+    inside the embed's tenant scope."""
+    if not VISITOR_ID.match(visitor_id or ""):
+        return None
+    found = Visitor.objects.select_related("user").filter(embed_id=embed.pk, id_hash=visitor_hash(visitor_id)).first()
+    return found.user if found is not None else None
 
 
 def visitor_conversation(embed: EmbedToken, visitor_id: str) -> Conversation | None:
