@@ -172,14 +172,18 @@ REFUSAL_KINDS = {404: "invalid_request_error", 409: "conflict_error", 429: "rate
 
 
 def _refused_part(refusal: Refusal, files: Sequence[FilePart]) -> str | None:
-    """The content part a refused file came from (messages[i].content[j]): the admission names the upload by its
-    index among the uploads, or the attachment by its id."""
-    uploads = [file for file in files if file.attachment_id is None]
+    """The content part a refused file came from (messages[i].content[j]): the one file of its kind (an uploaded
+    file's id not found, or a file sent inline refused), or the one the refusal names (its index among the
+    uploads, or its id); None when it cannot tell."""
+    by_id = refusal.code == RefusalCode.ATTACHMENT_NOT_FOUND
+    candidates = [file for file in files if (file.attachment_id is not None) == by_id]
     index, attachment = refusal.params.get("upload"), refusal.params.get("attachment")
-    if isinstance(index, int) and 0 <= index < len(uploads):
-        return uploads[index].where
-    named = [file.where for file in files if attachment is not None and file.attachment_id == attachment]
-    return named[0] if named else None
+    if not by_id and isinstance(index, int) and 0 <= index < len(candidates):
+        return candidates[index].where
+    named = [file.where for file in candidates if attachment is not None and file.attachment_id == attachment]
+    if named:
+        return named[0]
+    return candidates[0].where if len(candidates) == 1 else None
 
 
 def refusal_error(refusal: Refusal, files: Sequence[FilePart] = ()) -> ApiError:
