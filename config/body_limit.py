@@ -4,7 +4,8 @@ Django sees the request, so Django's own limits come too late).
 
 `install()` (config/asgi.py, when Daphne serves) wraps Daphne's request so that a body announced or found larger than
 the limit is answered 413 at once and the connection closed, before more of it is kept. Uploads to knowledge bases
-get REQUEST_MAX_UPLOAD_BYTES; every other request REQUEST_MAX_BYTES."""
+and conversations' files (and /v1 requests, which carry files inline) get REQUEST_MAX_UPLOAD_BYTES; every other
+request REQUEST_MAX_BYTES."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from typing import Any
 
 from django.conf import settings
 
-UPLOAD_PATHS = re.compile(rb"^/(knowledge/\d+/upload/|api/v1/knowledge-bases/\d+/documents/)")
+# /v1/chat/completions carries files inline as base64 (api.openai_compat bounds it again by the ATTACHMENT_* settings).
+UPLOAD_PATHS = re.compile(
+    rb"^/(knowledge/\d+/upload/|api/v1/knowledge-bases/\d+/documents/|api/v1/attachments/$|chat/attachments/$"
+    rb"|embed/[^/]+/attachments/$|v1/chat/completions$)"
+)
 
 
 def limit_for(path: bytes) -> int:

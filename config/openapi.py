@@ -23,6 +23,7 @@ DESCRIPTION = gettext_noop(
 )
 TAGS = {
     "agents": gettext_noop("Agents: create, change, publish, export and import them."),
+    "attachments": gettext_noop("Files for conversations: upload one, read what was stored, fetch its bytes."),
     "conversations": gettext_noop("Conversations: start one, send a message and read the reply, stop a turn."),
     "knowledge-bases": gettext_noop("Knowledge bases: their documents, ingestion and search."),
     "plans": gettext_noop("Plans the planner made: their steps, their logs, stopping one."),

@@ -198,7 +198,8 @@ SETTINGS: tuple[Setting, ...] = (
         "REQUEST_MAX_UPLOAD_BYTES",
         "int",
         110_000_000,
-        "The largest upload to a knowledge base (several files of KNOWLEDGE_MAX_UPLOAD_BYTES each).",
+        "The largest upload to a knowledge base (several files of KNOWLEDGE_MAX_UPLOAD_BYTES each), of a "
+        "conversation's file, and of a /v1 request (which carries its files inline, base64).",
     ),
     Setting("REQUEST_MAX_BYTES", "int", 10_000_000, "The largest body of every other request."),
     # --- The API (docs/api.md) ---
@@ -273,8 +274,16 @@ SETTINGS: tuple[Setting, ...] = (
         "str",
         "",
         'The directory conversations\' files are stored in ("": <VAR_DIR>/attachments); an S3-compatible store is '
-        "configured in config/settings.py's STORAGES[\"attachments\"] instead (docs/attachments.md).",
+        'configured in config/settings.py\'s STORAGES["attachments"] instead (docs/attachments.md).',
     ),
+    Setting(
+        "ATTACHMENT_URL_BLOCKED_NETWORKS",
+        "list",
+        [],
+        "The networks an image_url part's http(s) URL may never reach, comma-separated CIDRs; empty: every range that "
+        "is not the public internet (core.netguard). Tests unblock loopback to reach a local server.",
+    ),
+    Setting("ATTACHMENT_URL_TIMEOUT", "float", 10.0, "Seconds an image_url part's http(s) URL may take to download."),
     # --- Knowledge bases (docs/knowledge.md) ---
     Setting("KNOWLEDGE_MAX_UPLOAD_BYTES", "int", 20 * 1024 * 1024, "The largest file a knowledge base accepts."),
     Setting("KNOWLEDGE_EMBED_THREADS", "int", 0, "The local embedder's threads (0: the CPUs this process may use)."),

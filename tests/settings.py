@@ -28,6 +28,8 @@ KNOWLEDGE_INGEST_IN_THREAD = False
 # Uploads (knowledge-base documents, demo data) go to a directory of the test run, never the project's var/.
 # A worker process a test starts is given the test's own (TEST_MEDIA_ROOT), so it reads the files the test uploads.
 MEDIA_ROOT = os.environ.get("TEST_MEDIA_ROOT") or tempfile.mkdtemp(prefix="agentplat-test-media-")
+# Conversations' files, never under the checkout's var/ (a test that checks storage sets its own).
+ATTACHMENT_STORAGE_ROOT = os.path.join(MEDIA_ROOT, "attachments")
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
     # A transaction left open by a test's background work (a turn still running after its test, a thread that
