@@ -322,13 +322,9 @@ def _read_document(name: str, data: bytes, content_type: str, *, ocr: bool) -> R
         parsed = parser.parse(data)
         sections = [s for s in parsed if s.text.strip()]
         if not sections:
-            raise NoText(_("No text was found in the file."))
+            raise NoText(_("No text was found in the file. Send a file with text, or an image of it."))
     except NoText as exc:
-        raise FileRefused(
-            RefusedCode.NO_TEXT,
-            _("No text was found in “%(name)s” (%(reason)s). Send a file with text, or an image of it.")
-            % {"name": name, "reason": exc},
-        ) from exc
+        raise FileRefused(RefusedCode.NO_TEXT, _("“%(name)s”: %(reason)s") % {"name": name, "reason": exc}) from exc
     except OverLimit as exc:
         raise FileRefused(RefusedCode.TOO_LARGE, str(exc)) from exc
     except ParseError as exc:

@@ -27,6 +27,9 @@ from PIL import Image, ImageOps
 from knowledge import images
 
 OCR_THREADS = 2
+# Detection sees the image with its longer side at most this (PaddleOCR's own default; RapidOCR's is the shorter side
+# at least 736, which keeps a phone photo whole): on the project's set, 1.6x faster with the same character errors.
+DETECTION_SIDE = 960
 # Lines recognised with less confidence than this are dropped (RapidOCR's own default).
 MIN_SCORE = 0.5
 
@@ -87,6 +90,8 @@ def _make_engine() -> Any:
     params = {
         "Global.log_level": "error",
         "Global.text_score": MIN_SCORE,
+        "Det.limit_type": "max",
+        "Det.limit_side_len": DETECTION_SIDE,
         "Det.model_path": str(files["det"]),
         "Rec.model_path": str(files["rec"]),
         "Cls.model_path": str(files["cls"]),

@@ -336,6 +336,10 @@ class PDFParser(Parser):
         except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
             raise ParseError(_("The PDF is damaged and cannot be read (%(reason)s).") % {"reason": exc}) from exc
         if not any(s.text.strip() for s in sections):
+            if not self.ocr_pages:
+                raise NoText(
+                    _("The PDF has no text layer (a scanned document?). Run it through OCR and upload the result.")
+                )
             raise NoText(
                 _("The PDF has no text layer, and OCR found no text in its first %(count)s pages. Upload a PDF with "
                   "text, or a clearer scan.") % {"count": self.ocr_pages}
