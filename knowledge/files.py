@@ -288,7 +288,7 @@ def _read_image(name: str, data: bytes, content_type: str, *, ocr: bool) -> Read
     try:
         image = images.clean_image(data, content_type)
     except images.ImageRefused as refused:
-        code = RefusedCode.TOO_MANY_PIXELS if refused.reason == "pixels" else RefusedCode.BROKEN
+        code = RefusedCode.TOO_MANY_PIXELS if refused.reason == images.ImageProblem.PIXELS else RefusedCode.BROKEN
         raise FileRefused(code, refused.message) from refused
     text = ""
     if ocr:

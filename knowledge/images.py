@@ -42,10 +42,15 @@ class Detail(StrEnum):
     HIGH = "high"
 
 
-class ImageRefused(Exception):
-    """The bytes are not an image this platform takes; `reason` says which check failed ("pixels" or "broken")."""
+class ImageProblem(StrEnum):
+    PIXELS = "pixels"  # more pixels than ATTACHMENT_MAX_PIXELS
+    BROKEN = "broken"  # not an image Pillow can decode
 
-    def __init__(self, reason: str, message: str) -> None:
+
+class ImageRefused(Exception):
+    """The bytes are not an image this platform takes; `reason` says which check failed."""
+
+    def __init__(self, reason: ImageProblem, message: str) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
@@ -80,12 +85,12 @@ def open_bounded(data: bytes, content_type: str | None = None) -> Image.Image:
         found = re.search(r"\((\d+) pixels\)", str(exc))
         raise _too_many_pixels(int(found.group(1)) if found else None, limit) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
-        raise _broken(exc) from exc
+        raise broken_image(exc) from exc
     width, height = image.size
     if width * height > limit:
         raise _too_many_pixels(width * height, limit)
     if width <= 0 or height <= 0:
-        raise _broken(ValueError("no pixels"))
+        raise broken_image(ValueError("no pixels"))
     return image
 
 
@@ -98,7 +103,7 @@ def clean_image(data: bytes, content_type: str | None = None) -> CleanImage:
         image.load()
         upright = ImageOps.exif_transpose(image) or image
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-        raise _broken(exc) from exc
+        raise broken_image(exc) from exc
     icc = upright.info.get("icc_profile")
     lossless = source_format in _LOSSLESS_SOURCES or _has_alpha(upright)
     pixels = _for_png(upright) if lossless else upright.convert("RGB")
@@ -163,7 +168,7 @@ def image_for_model(data: bytes, detail: str = Detail.AUTO) -> tuple[bytes, int,
         image.load()
         resized = image.resize(target, Image.Resampling.LANCZOS) if target != image.size else image
     except (OSError, ValueError, SyntaxError) as exc:
-        raise _broken(exc) from exc
+        raise broken_image(exc) from exc
     buffer = io.BytesIO()
     if _has_alpha(resized):
         _for_png(resized).save(buffer, "PNG")
@@ -178,15 +183,16 @@ def _too_many_pixels(pixels: int | None, limit: int) -> ImageRefused:
     else:
         what = _("The image has %(count)s pixels.") % {"count": f"{pixels:,}"}
     return ImageRefused(
-        "pixels",
+        ImageProblem.PIXELS,
         _("%(what)s This platform takes images of at most %(limit)s pixels: scale it down and send it again.")
         % {"what": what, "limit": f"{limit:,}"},
     )
 
 
-def _broken(exc: BaseException) -> ImageRefused:
+def broken_image(exc: BaseException) -> ImageRefused:
+    """The refusal of bytes that do not decode as an image, with the decoder's reason."""
     return ImageRefused(
-        "broken",
+        ImageProblem.BROKEN,
         _("The image is damaged and cannot be read (%(reason)s). Save it again as PNG or JPEG and send it.")
         % {"reason": exc},
     )

@@ -110,7 +110,7 @@ def read_image_text(data: bytes) -> OcrText:
         image.load()
         image = ImageOps.exif_transpose(image) or image
     except (OSError, ValueError, SyntaxError) as exc:
-        raise images.ImageRefused("broken", str(exc)) from exc
+        raise images.broken_image(exc) from exc
     return read_pixels_text(image)
 
 
