@@ -23,6 +23,7 @@ from agents.workflows.services import workflow_run_record, workflow_save
 from api.keys import key_create
 from api.models import KeyScope
 from knowledge.services import document_add, knowledge_base_create
+from memory.attachments import Upload, attachment_upload
 from memory.longterm import metrics as memory_metrics
 from memory.longterm.recall import turn_index
 from memory.services import message_add
@@ -96,12 +97,15 @@ def foreign(other_tenant, settings, tmp_path):
                                                url="https://mcp.example.com/mcp")  # fmt: skip
         ServerTool.objects.create(tenant=other_tenant, server=mcp_server, name=MARK, function_name="mcp__foreign__x",
                                   description=MARK, refreshed_at=mcp_server.created_at)  # fmt: skip
+        settings.ATTACHMENT_STORAGE_ROOT = str(tmp_path / "attachments")
+        upload = Upload(f"{MARK}.txt", MARK.encode())
+        attachment = attachment_upload(user=owner, upload=upload, conversation=conversation)
     return {
         "agent": agent, "conversation": conversation, "workflow": workflow, "run": run,
         "knowledge_base": knowledge_base, "document": document, "plan": plan, "record": record, "key": key,
         "membership": Membership.objects.get(user=owner, tenant=other_tenant), "tenant": other_tenant, "user": owner,
         "memory": memory,
-        "goal_run": goal_run, "answer": answer, "embed": embed,
+        "goal_run": goal_run, "answer": answer, "embed": embed, "attachment": attachment,
     }  # fmt: skip
 
 
@@ -127,13 +131,14 @@ def foreign_value(name: str, route: str, world: dict[str, Any]) -> str:
         "plan_id": world["plan"].planId, "planId": world["plan"].planId, "format": "json",
         "event_id": world["memory"].delayed.pk, "item_id": world["memory"].memory.pk,
         "goal_run_id": world["goal_run"].pk, "model_id": world["agent"].slug, "message_id": world["answer"].pk,
-        "token": world["embed"].token,
+        "token": world["embed"].token, "attachment_id": world["attachment"].pk,
     }  # fmt: skip
     if name in simple:
         return str(simple[name])
     if name == "pk":
         for resource, key in (("conversations", "conversation"), ("knowledge-bases", "knowledge_base"),
-                              ("workflows", "workflow"), ("agents", "agent")):  # fmt: skip
+                              ("workflows", "workflow"), ("agents", "agent"),
+                              ("attachments", "attachment")):  # fmt: skip
             if f"^{resource}/" in route:
                 return str(world[key].pk)
     raise AssertionError(f"route {route}: no foreign value for parameter <{name}>; teach foreign_value()")
