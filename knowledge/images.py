@@ -9,7 +9,6 @@ encoding of the pixels alone, so a photo's EXIF (GPS position, camera, time), XM
 from __future__ import annotations
 
 import io
-import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -18,6 +17,7 @@ from django.utils.translation import gettext as _
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from core.conf import setting
+from llm.tokens import image_model_size
 
 # Used until core.conf declares ATTACHMENT_MAX_PIXELS (issue 37); the same value as its default.
 DEFAULT_MAX_PIXELS = 50_000_000
@@ -129,32 +129,9 @@ def _for_png(image: Image.Image) -> Image.Image:
 
 
 def model_size(width: int, height: int, detail: str = Detail.AUTO) -> tuple[int, int]:
-    """The size OpenAI scales an image to before a model sees it: low detail fits in 512x512; high (and auto) fits
-    in 2048x2048, then its shortest side goes to 768. Images are never scaled up."""
-    if detail == Detail.LOW:
-        return _fit(width, height, 512)
-    width, height = _fit(width, height, 2048)
-    shortest = min(width, height)
-    if shortest > 768:
-        scale = 768 / shortest
-        width, height = max(1, round(width * scale)), max(1, round(height * scale))
-    return width, height
-
-
-def _fit(width: int, height: int, box: int) -> tuple[int, int]:
-    if width <= box and height <= box:
-        return width, height
-    scale = box / max(width, height)
-    return max(1, round(width * scale)), max(1, round(height * scale))
-
-
-def image_tokens(width: int, height: int, detail: str = Detail.AUTO) -> int:
-    """What an image costs in a vision model's prompt, by OpenAI's formula: 85 at low detail; at high (and auto,
-    counted as high) 85 + 170 per 512-pixel tile of the size `model_size` gives."""
-    if detail == Detail.LOW:
-        return 85
-    width, height = model_size(width, height, detail)
-    return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
+    """The size a vision model gets an image at (llm.tokens.image_model_size, the same rule its tokens are counted
+    by)."""
+    return image_model_size(width, height, str(detail))
 
 
 def image_for_model(data: bytes, detail: str = Detail.AUTO) -> tuple[bytes, int, int]:

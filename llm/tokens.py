@@ -148,16 +148,35 @@ IMAGE_TILE_TOKENS = 170
 IMAGE_UNKNOWN_TOKENS = IMAGE_BASE_TOKENS + 4 * IMAGE_TILE_TOKENS
 
 
+def image_model_size(width: int, height: int, detail: str = "auto") -> tuple[int, int]:
+    """The size OpenAI scales an image to before a model sees it: low detail fits in 512x512; high (and auto) fits
+    in 2048x2048, then its shortest side goes to 768. Images are never scaled up. knowledge.images resizes to it."""
+    if detail == "low":
+        return _fit(width, height, 512)
+    width, height = _fit(width, height, 2048)
+    shortest = min(width, height)
+    if shortest > 768:
+        scale = 768 / shortest
+        width, height = max(1, round(width * scale)), max(1, round(height * scale))
+    return width, height
+
+
+def _fit(width: int, height: int, box: int) -> tuple[int, int]:
+    if width <= box and height <= box:
+        return width, height
+    scale = box / max(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
 def image_tokens(width: int, height: int, detail: str = "auto") -> int:
-    """What an image of `width` x `height` costs a vision model at `detail`, by OpenAI's formula."""
+    """What an image of `width` x `height` costs a vision model at `detail`, by OpenAI's formula: 85 at low detail;
+    at high (and auto, counted as high) 85 + 170 per 512-pixel tile of the size `image_model_size` gives. The one
+    formula: the overflow strategies count a stored image with it, and a request's image_url parts."""
     if detail == "low":
         return IMAGE_BASE_TOKENS
     if width <= 0 or height <= 0:
         return IMAGE_UNKNOWN_TOKENS
-    scale = min(1.0, 2048 / max(width, height))
-    width, height = width * scale, height * scale
-    scale = min(1.0, 768 / min(width, height))
-    width, height = width * scale, height * scale
+    width, height = image_model_size(width, height, detail)
     return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * math.ceil(width / 512) * math.ceil(height / 512)
 
 

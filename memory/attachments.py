@@ -36,7 +36,7 @@ from knowledge.files import FileKind, FileRefused, ReadFile, RefusedCode, read_f
 from knowledge.keyword import BM25Index, terms_for
 from knowledge.parsing import Section
 from knowledge.ranking import CANDIDATES, Ranking, fuse_zscore
-from llm.tokens import count_text
+from llm.tokens import count_text, image_tokens
 from llm.vision import is_vision
 from memory.models import (
     Attachment,
@@ -383,7 +383,7 @@ def _vision(conversation: Conversation) -> bool:
 def attachment_tokens(attachment: Attachment, *, vision: bool) -> int:
     """What one file adds to its message when sent: the image's tokens for a vision model, else its text."""
     if attachment.kind == AttachmentKind.IMAGE and vision:
-        return images.image_tokens(attachment.width, attachment.height)
+        return image_tokens(attachment.width, attachment.height)
     if attachment.kind == AttachmentKind.DOCUMENT and attachment.indexed:
         return count_text(_indexed_note(attachment), COUNT_MODEL)
     return attachment.token_count + count_text(_heading(attachment), COUNT_MODEL) + 2

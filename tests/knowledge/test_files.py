@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 
 from knowledge.files import FileKind, FileRefused, RefusedCode, clean_name, read_file, sniff
-from knowledge.images import clean_image, image_for_model, image_tokens, model_size
+from knowledge.images import clean_image, image_for_model, model_size
+from llm.tokens import image_tokens
 from tests.knowledge.factories import make_docx, make_pdf
 
 MB = 1024 * 1024
