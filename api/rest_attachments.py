@@ -27,7 +27,14 @@ from api.parsers import BoundedJSONParser
 from api.refusals import error_response
 from api.rest import ApiViewSet
 from core.conf import setting
-from memory.attachments import AttachmentRefused, Upload, attachment_info, attachment_readable, attachment_upload
+from memory.attachments import (
+    AttachmentRefused,
+    Upload,
+    attachment_info,
+    attachment_readable,
+    attachment_upload,
+    file_response,
+)
 from memory.models import Attachment, AttachmentKind, Conversation
 
 
@@ -48,20 +55,6 @@ class AttachmentUploadSerializer(serializers.Serializer):
     conversation = serializers.IntegerField(
         required=False, help_text="The conversation it is for (one of yours); without it, it is bound when sent."
     )
-
-
-def file_response(attachment: Attachment) -> FileResponse:
-    """The stored bytes of `attachment` with headers that keep a browser from running them: an image inline, a
-    document as a download, its sniffed type, no sniffing, no caching by shared caches, a sandbox CSP."""
-    image = attachment.kind == AttachmentKind.IMAGE
-    response = FileResponse(
-        attachment.file.open("rb"), content_type=attachment.content_type, as_attachment=not image,
-        filename=attachment.name,
-    )  # fmt: skip
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Cache-Control"] = "private, max-age=300"
-    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    return response
 
 
 def readable_attachment(request: Request, attachment_id: int) -> Attachment:

@@ -12,24 +12,17 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from core.conf import setting
-from memory.attachments import AttachmentRefused, Upload, attachment_info, attachment_readable, attachment_upload
-from memory.models import Attachment, AttachmentKind, Conversation
+from memory.attachments import (
+    AttachmentRefused,
+    Upload,
+    attachment_info,
+    attachment_readable,
+    attachment_upload,
+    file_response,
+)
+from memory.models import Attachment, Conversation
 from memory.selectors import access_conversation
 from tenants.decorators import tenant_required
-
-
-def file_response(attachment: Attachment) -> FileResponse:
-    """The stored bytes with headers that keep a browser from running them: an image inline, a document as a
-    download, its sniffed type, no sniffing, no shared caching, a sandbox CSP."""
-    image = attachment.kind == AttachmentKind.IMAGE
-    response = FileResponse(
-        attachment.file.open("rb"), content_type=attachment.content_type, as_attachment=not image,
-        filename=attachment.name,
-    )  # fmt: skip
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Cache-Control"] = "private, max-age=300"
-    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    return response
 
 
 def error(status: int, code: str, message: str) -> JsonResponse:

@@ -26,10 +26,10 @@ from django.views.decorators.http import require_GET, require_POST
 from agents.config import agent_config
 from agents.limits import message_limit
 from chat import selectors
-from chat.attachments import error, file_response, upload_response
+from chat.attachments import error, upload_response
 from chat.views import attachment_config, feedback_body, page_labels, rate_reply
 from engine.admission import Caller, CallerKind, visitor_account
-from memory.attachments import AttachmentRefused, AttachmentRefusedCode, attachment_readable
+from memory.attachments import AttachmentRefused, AttachmentRefusedCode, attachment_readable, file_response
 from memory.models import Attachment, Conversation, ConversationSource, Message
 from tenants.scope import tenant_scope
 from widget import visitors
