@@ -493,7 +493,8 @@ def _file_refusal(refused: AttachmentRefused) -> Refusal:
         return Refusal(RefusalCode.ATTACHMENTS_NOT_ALLOWED)
     if refused.code in (AttachmentRefusedCode.TOO_MANY_IN_MESSAGE, AttachmentRefusedCode.TOO_MANY_IN_CONVERSATION):
         return Refusal(RefusalCode.TOO_MANY_ATTACHMENTS, {"reason": refused.message, **refused.params})
-    return Refusal(RefusalCode.ATTACHMENT_REFUSED, {"reason": refused.message, "file_code": str(refused.code)})
+    where = {key: refused.params[key] for key in ("upload", "name") if key in refused.params}
+    return Refusal(RefusalCode.ATTACHMENT_REFUSED, {"reason": refused.message, "file_code": str(refused.code), **where})
 
 
 def _files_owner(caller: Caller, conversation: Conversation | None) -> int | None:
@@ -700,7 +701,16 @@ def _turn_files(caller: Caller, place: _Place) -> turns.Files | None:
 
 
 def _prepare_all(uploads: list[Upload]) -> list[Prepared]:
-    return [prepare(upload) for upload in uploads]
+    """Each upload read in order; a refused one says which it was (its index: /v1 names its content part)."""
+    prepared = []
+    for index, upload in enumerate(uploads):
+        try:
+            prepared.append(prepare(upload))
+        except AttachmentRefused as refused:
+            refused.params.setdefault("upload", index)
+            refused.params.setdefault("name", upload.name)
+            raise
+    return prepared
 
 
 def _overloaded() -> Refusal:

@@ -191,6 +191,18 @@ def test_bad_files_and_parts_are_refused_naming_the_part_and_nothing_is_stored(
     assert _stored() == [] and scripted_llm.requests() == []
 
 
+def test_of_two_images_the_refused_one_is_named_by_its_part(server, published, tenant_admin, make_key, scripted_llm):
+    _key, secret = make_key(tenant_admin)
+    good = {"type": "image_url", "image_url": {"url": _data_url(menu_png(), "image/png")}}
+    bomb = {"type": "image_url", "image_url": {"url": _data_url(pixel_bomb_png(), "image/png")}}
+    content = [{"type": "text", "text": "hi"}, good, bomb]
+    error = _refused(lambda: _client(server, secret).chat.completions.create(
+        model=published.solar.slug, messages=[{"role": "user", "content": content}],
+    ))  # fmt: skip
+    assert error.body["code"] == "attachment_refused" and error.body["param"] == "messages[0].content[2]"
+    assert _stored() == [] and scripted_llm.requests() == []
+
+
 def test_another_tenants_file_id_is_not_found(server, published, other_tenant, other_tenant_admin, tenant_admin,
                                               make_key, scripted_llm):  # fmt: skip
     _key, foreign_secret = make_key(other_tenant_admin, owner=other_tenant)
