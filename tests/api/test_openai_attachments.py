@@ -137,7 +137,8 @@ def test_an_image_url_on_a_private_address_is_refused_by_default(server, publish
         ]}],
     ))  # fmt: skip
     assert error.status_code == 400 and error.body["code"] == "image_url_unavailable"
-    assert error.body["param"] == "messages[0].content[1]" and "private" in error.body["message"]
+    # Said in the platform's default language (Chinese) to a client that names none.
+    assert error.body["param"] == "messages[0].content[1]" and "私有" in error.body["message"]
     assert _stored() == [] and scripted_llm.requests() == []
 
 
