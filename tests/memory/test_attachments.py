@@ -222,3 +222,20 @@ async def test_the_demo_model_reads_an_image_by_ocr(tenant, member):
     image = (OCR_IMAGES / "en_menu.png").read_bytes()
     result = await _demo_turn(tenant, member, "", Upload("menu.png", image))
     assert "menu.png" in result.message.content and "THE CORNER BISTRO" in result.message.content
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("image", "question", "line", "other"),
+    [
+        ("zh_menu.png", "宫保鸡丁多少钱？", "宫保鸡丁", "麻婆豆腐"),
+        ("en_menu.png", "How much is the grilled salmon?", "Grilled salmon", "Caesar salad"),
+    ],
+)
+async def test_the_demo_model_answers_a_price_from_a_photographed_menu(tenant, member, image, question, line, other):
+    """The README's journey: the reply quotes the menu's line that names the dish, with its price, not the menu."""
+    data = (OCR_IMAGES / image).read_bytes()
+    result = await _demo_turn(tenant, member, question, Upload(image, data))
+    answer = result.message.content
+    assert line in answer and any(mark in answer.split(line, 1)[1][:20] for mark in ("¥", "$")), answer
+    assert other not in answer, answer
