@@ -78,10 +78,17 @@
       .catch(function () {});
   }
 
-  // A file as a chip: a thumbnail for an image, the name, size and pages for a document.
+  // A file as a chip: a thumbnail for an image, the name, size and pages for a document. On the page an image's
+  // whole chip opens the file (as templates/chat/_message_files.html draws it); the widget's visitor has no session.
   function chip(info) {
-    var node = el("span", "chat-file chat-file-" + (info.kind || "document"));
+    var opens = info.kind === "image" && Boolean(info.id) && !config.attachmentPost;
+    var node = el(opens ? "a" : "span", "chat-file chat-file-" + (info.kind || "document"));
     node.dataset.attachmentId = String(info.id || "");
+    if (opens) {
+      node.href = fileUrl(info.id);
+      node.target = "_blank";
+      node.rel = "noopener";
+    }
     if (info.kind === "image") {
       var img = el("img", "chat-file-thumb");
       img.alt = info.name || "";
