@@ -6,12 +6,20 @@ the cost of recall on the reply path (issue 14, point 7).
     .venv/bin/python bench/memory_recall.py --events 0 --per-sample # quality only, with a table per conversation
     .venv/bin/python bench/memory_recall.py --events 0 --per-sample --data ~/.cache/agentplat-memory-bench/realtalk.json
                                                                     # the held-out set (bench/realtalk_build.py)
+    .venv/bin/python bench/memory_recall.py --events 0 --per-sample --set memorybank-en   # bench/memorybank_build.py
+    MEMORY_EMBEDDER=local_multilingual .venv/bin/python bench/memory_recall.py --events 0 --per-sample \\
+        --set memorybank-zh                                         # the Chinese set with the multilingual model
 
 Data (read in place, never copied): ../shared/data/memory/locomo_dev.json, two LoCoMo conversations (conv-26:
 Caroline and Melanie, conv-30: Jon and Gina; 19 sessions each, 788 turns) and their questions with the dia_ids of
 their evidence. Categories 1-4 are scored (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop; 5, adversarial,
 has no evidence to find). --data reads another set in the same shape instead: REALTALK, ten real conversations
-that bench/realtalk_build.py converts from a fetched copy (a held-out check: nothing is tuned on it).
+that bench/realtalk_build.py converts from a fetched copy (a held-out check: nothing is tuned on it). --set NAME
+reads a named set from where its builder writes it (SETS: locomo, realtalk, memorybank-en, memorybank-zh; the last
+two are people talking with an AI companion, English and Chinese, built by bench/memorybank_build.py). A set whose
+rows carry a `split` ("dev" to tune on, "check" to confirm on) gets a table per half. With --smoke and a MemoryBank
+set not built here (CI), the bench says so and reads the committed made-up sample bench/data/memorybank_sample/
+converted by the builder instead.
 
 Storing, through the real pipeline: per LoCoMo conversation a tenant user talks to one agent; each session is one
 Conversation (agents.services.conversation_start), its turns are memory.models.Message rows (memory.services.
@@ -91,6 +99,13 @@ from common import DATA_DIR, bench_parser, ensure_postgres, require_data, setup_
 from kb_retrieval import CachedEmbedder, percentile
 
 LOCOMO = DATA_DIR / "memory" / "locomo_dev.json"
+BUILT = Path.home() / ".cache" / "agentplat-memory-bench"  # where bench/*_build.py write the sets they convert
+SETS = {
+    "locomo": LOCOMO,
+    "realtalk": BUILT / "realtalk.json",
+    "memorybank-en": BUILT / "memorybank_en.json",
+    "memorybank-zh": BUILT / "memorybank_zh.json",
+}
 POSTGRES_URL = "postgres://agentplat@127.0.0.1:5432/memory_recall_bench"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 METHODS = ("memory", "bm25", "vector", "hybrid")
@@ -132,6 +147,7 @@ class Sample:
     sessions: list[Session]
     questions: list[Question]
     message_dia: dict[int, str] = field(default_factory=dict)  # stored message id -> dia_id
+    split: str = ""  # "dev" (to tune on) or "check" (to confirm on) where the set says
 
     @property
     def turns(self) -> list[Turn]:
@@ -178,7 +194,7 @@ def load_locomo(path: Path = LOCOMO) -> list[Sample]:
             if int(qa["category"]) in CATEGORIES and qa.get("evidence")
         ]
         speakers = (conversation["speaker_a"], conversation["speaker_b"])
-        samples.append(Sample(row["sample_id"], speakers, sessions, questions))
+        samples.append(Sample(row["sample_id"], speakers, sessions, questions, split=row.get("split", "")))
     return samples
 
 
@@ -195,8 +211,20 @@ def smoke_samples(samples: list[Sample], *, sessions: int = 2, per_category: int
             if question.evidence <= turns and taken[question.category] < per_category:
                 taken[question.category] += 1
                 questions.append(question)
-        cut.append(Sample(sample.sample_id, sample.speakers, kept, questions))
+        cut.append(Sample(sample.sample_id, sample.speakers, kept, questions, split=sample.split))
     return cut
+
+
+def smoke_memorybank(name: str) -> Path:
+    """For --smoke where the MemoryBank set is not built (CI): the committed made-up sample in MemoryBank's layout,
+    converted by bench/memorybank_build.py into a temporary file."""
+    import memorybank_build  # the builder loads jieba: only this smoke path needs it
+
+    language = next(language for language in memorybank_build.Language if language.set_name == name)
+    path = memorybank_build.output_path(language, Path(tempfile.mkdtemp(prefix="memorybank-smoke-")))
+    print(f"{name}: not built here ({SETS[name]}): the smoke reads the committed sample {memorybank_build.SAMPLE}")
+    memorybank_build.build(memorybank_build.SAMPLE, language, path)
+    return path
 
 
 # --- set-up --------------------------------------------------------------------------------------------------------
@@ -461,10 +489,37 @@ def print_halves(by_sample: dict, samples: list[Sample]) -> None:
             )  # fmt: skip
 
 
+def print_splits(by_sample: dict, samples: list[Sample]) -> None:
+    """A set's dev and check halves (its rows' `split`), each over its conversations' questions: recall@10 of every
+    column, and multi-hop all@10."""
+    splits = sorted({sample.split for sample in samples if sample.split}, key=lambda name: name != "dev")
+    if not splits:
+        return
+    print(f"\nthe set's halves: evidence recall@{TOP} (dev: to tune on; check: to confirm on)")
+    print(f"  {'':38s}" + "".join(f"{column:>9s}" for column in COLUMNS) + "   memory/hybrid  shown-hybrid")
+    for split in splits:
+        ids = [sample.sample_id for sample in samples if sample.split == split]
+        for name, category, kind in (("recall@10", "all", "recall"), ("multi-hop all@10", 1, "complete")):
+            table = Scores()
+            for sid in ids:
+                scores = by_sample.get((sid, category))
+                for column in COLUMNS if scores is not None else ():
+                    getattr(table, kind)[column].extend(getattr(scores, kind)[column])
+            values = {column: _mean(getattr(table, kind)[column]) for column in COLUMNS}
+            if not getattr(table, kind)["memory"]:
+                continue
+            label = f"{split} {name} ({len(ids)} conv., {len(getattr(table, kind)['memory'])} q.)"
+            print(
+                f"  {label:38s}" + "".join(f"{values[column]:9.3f}" for column in COLUMNS)
+                + f"   {values['memory'] / values['hybrid'] if values['hybrid'] else float('nan'):13.3f}"
+                + f"  {values['shown'] - values['hybrid']:+12.3f}"
+            )  # fmt: skip
+
+
 def print_goals(by_category: dict) -> None:
     overall, multi = by_category["all"], by_category[1]
     for method in ("memory", "hybrid"):
-        value, complete = statistics.mean(overall.recall[method]), statistics.mean(multi.complete[method])
+        value, complete = _mean(overall.recall[method]), _mean(multi.complete[method])
         print(
             f"  {method}: recall@10 {value:.3f} (goal >= {GOAL_RECALL}: {value / GOAL_RECALL:.2f}x), multi-hop "
             f"all@10 {complete:.3f} (goal >= {GOAL_ALL}: {complete / GOAL_ALL:.2f}x)"
@@ -696,6 +751,9 @@ def main() -> None:
     parser.add_argument("--per-sample", action="store_true", help="also a table per LoCoMo conversation")
     parser.add_argument("--data", type=Path, default=LOCOMO, help=f"conversations in LoCoMo's shape (default {LOCOMO})")
     parser.add_argument(
+        "--set", choices=sorted(SETS), help="a named set where its builder writes it (instead of --data)"
+    )
+    parser.add_argument(
         "--tune", action="append", default=[], metavar="NAME=V1,V2",
         help="try values of a constant on each dev half (MEMORY_EVENTS_TOP_K=5,10; walk.HOP_SHARE=0.25,0.5)",
     )  # fmt: skip
@@ -705,6 +763,10 @@ def main() -> None:
     if args.smoke:
         args.events, args.rounds = 300, 1
         args.cache = str(Path(tempfile.mkdtemp(prefix="memory-smoke-")) / "vectors.sqlite3")
+    if args.set:
+        args.data = SETS[args.set]
+        if args.smoke and args.set.startswith("memorybank") and not args.data.is_file():
+            args.data = smoke_memorybank(args.set)
     require_data(args.data)
 
     samples = load_locomo(args.data)
@@ -754,6 +816,7 @@ def main() -> None:
             if args.per_sample:
                 print_table("per conversation", by_sample, [s.sample_id for s in samples], str)
             print_halves(by_sample, samples)
+            print_splits(by_sample, samples)
             print_goals(by_category)
             print("  mean ms per query: " + ", ".join(f"{method} {ms:.1f}" for method, ms in times.items()))
             for spec in args.tune:

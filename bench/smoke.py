@@ -20,7 +20,9 @@ Needs: `make install`; what the benchmarks need (each one's --help): PostgreSQL 
 CREATEDB) and Redis at --redis-url for load_ws and load_openai; the pgvector server (scripts/pgvector-server start)
 for kb_retrieval; the data sets in ../shared/data; Debian's chromium and fonts-noto-cjk for screens/take.py (`make
 browser-deps`). Without one, that benchmark's smoke fails saying what to do, and the others still run. CI has no copy
-of REALTALK: realtalk_build's smoke converts a made-up sample in its layout (--realtalk gives a copy).
+of REALTALK: realtalk_build's smoke converts a made-up sample in its layout (--realtalk gives a copy); nor of
+MemoryBank: memorybank_build's smoke and memory_recall's memorybank-zh smoke read the committed made-up sample
+bench/data/memorybank_sample/.
 """
 
 from __future__ import annotations
@@ -58,6 +60,15 @@ def smokes(args: argparse.Namespace) -> dict[str, list[str]]:
         "load_ws": ["bench/load_ws.py", "--smoke", *services],
         "mcp_overhead": ["bench/mcp_overhead.py", "--smoke"],
         "memory_recall": ["bench/memory_recall.py", "--smoke", "--per-sample", "--tune", "MEMORY_EVENTS_TOP_K=5"],
+        "memory_recall --set memorybank-zh": [
+            "bench/memory_recall.py",
+            "--smoke",
+            "--set",
+            "memorybank-zh",
+            "--events",
+            "0",
+        ],
+        "memorybank_build": ["bench/memorybank_build.py", "--smoke"],
         "realtalk_build": ["bench/realtalk_build.py", "--smoke", *([args.realtalk] if args.realtalk else [])],
         "screens/take": ["bench/screens/take.py", "--smoke"],
         "trace_overhead": ["bench/trace_overhead.py", "--smoke"],
