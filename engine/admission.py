@@ -420,11 +420,16 @@ def _message_limit(conversation: Conversation | None, agent: Agent, known: Messa
 # --- starting a conversation ------------------------------------------------------------------------------------
 
 
+def _visitor_known(visitor: VisitorPass) -> Visitor | None:
+    """The visitor's row, if their first message or first upload made it."""
+    return Visitor.objects.select_related("user").filter(embed_id=visitor.embed_id, id_hash=visitor.id_hash).first()
+
+
 def _visitor_row(caller: Caller) -> Visitor:
-    """The visitor's row and account, made with their first message (never on a page load)."""
+    """The visitor's row and account, made with their first message or upload (never on a page load)."""
     visitor = caller.visitor
     assert visitor is not None
-    found = Visitor.objects.select_related("user").filter(embed_id=visitor.embed_id, id_hash=visitor.id_hash).first()
+    found = _visitor_known(visitor)
     if found is not None:
         return found
     try:
@@ -442,9 +447,17 @@ def _visitor_row(caller: Caller) -> Visitor:
         return Visitor.objects.select_related("user").get(embed_id=visitor.embed_id, id_hash=visitor.id_hash)
 
 
-def visitor_account(caller: Caller) -> Any:
+def visitor_account(caller: Caller) -> Any | Refusal:
     """A website visitor's own account (made now if this is their first upload or message): what their uploads
-    are stored under (memory.attachments.attachment_upload's `user`)."""
+    are stored under (memory.attachments.attachment_upload's `user`). Making one makes a new visitor, so it obeys the
+    new-visitor rate a first message obeys: a Refusal (NEW_VISITORS_LIMITED) then, and nothing is made."""
+    assert caller.visitor is not None
+    known = _visitor_known(caller.visitor)
+    if known is not None:
+        return known.user
+    refusal = _new_visitor_allowed(caller.visitor)
+    if refusal is not None:
+        return refusal
     return _visitor_row(caller).user
 
 
@@ -537,7 +550,8 @@ def _limits(caller: Caller, conversation: Conversation | None, limit: MessageLim
         refusal = _member_rate(caller)
     if refusal is None and quota.quota_spent(tenant=caller.tenant):
         refusal = Refusal(RefusalCode.QUOTA_EXCEEDED)
-    if refusal is None and conversation is None and caller.visitor is not None:
+    # A new visitor is counted once: by their first message, or by their first upload if that came first.
+    if refusal is None and conversation is None and caller.visitor is not None and not _visitor_known(caller.visitor):
         refusal = _new_visitor_allowed(caller.visitor)
     return refusal
 

@@ -28,7 +28,7 @@ from agents.limits import message_limit
 from chat import selectors
 from chat.attachments import error, upload_response
 from chat.views import attachment_config, feedback_body, page_labels, rate_reply
-from engine.admission import Caller, CallerKind, visitor_account
+from engine.admission import Caller, CallerKind, Refusal, visitor_account
 from memory.attachments import AttachmentRefused, AttachmentRefusedCode, attachment_readable, file_response
 from memory.models import Attachment, Conversation, ConversationSource, Message
 from tenants.scope import tenant_scope
@@ -201,7 +201,7 @@ def _too_large(embed: EmbedToken, request: HttpRequest) -> JsonResponse | None:
 @require_POST
 def upload(request: HttpRequest, token: str) -> JsonResponse:
     """A visitor's file, through an embed that allows files, stored under the visitor's own account (made now if
-    this is their first upload) and sent with their next message by id."""
+    this is their first upload, within the new-visitor rate) and sent with their next message by id."""
     found = _visitor(token, request.POST)
     if found is None:
         return JsonResponse({}, status=403)
@@ -214,6 +214,11 @@ def upload(request: HttpRequest, token: str) -> JsonResponse:
         visitor = visitors.visitor_pass(embed, found.visitor_id, address=request.META.get("REMOTE_ADDR", ""))
         caller = Caller(tenant=embed.tenant, source=ConversationSource.WIDGET, kind=CallerKind.VISITOR, visitor=visitor)
         user = visitor_account(caller)
+        if isinstance(user, Refusal):  # a new visitor over the new-visitor rate, as their first message would be
+            refused = error(user.status, str(user.code), user.message)
+            if user.retry_after:
+                refused["Retry-After"] = str(user.retry_after)
+            return refused
         return upload_response(user=user, request=request, conversation=found.conversation)
 
 

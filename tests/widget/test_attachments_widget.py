@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from core.db import database_sync_to_async
-from memory.models import Attachment, Message
+from memory.models import Attachment, Message, Visitor
 from tenants.scope import all_tenants, tenant_scope
 from tests.api.attachment_files import menu_pdf, small_png
 from tests.turns import wait_turns
@@ -124,3 +124,46 @@ def _messages_exist(tenant) -> bool:
 
 async def _sync(function, *args):
     return await database_sync_to_async(function)(*args)
+
+
+def _visitors(embed) -> int:
+    with tenant_scope(embed.tenant):
+        return Visitor.objects.filter(embed_id=embed.pk).count()
+
+
+@pytest.mark.asyncio
+async def test_a_first_upload_obeys_the_new_visitor_rate_and_counts_the_visitor_once(tenant, scripted_llm, settings):
+    """An upload made the visitor's account before their first message, so a visitor rotating their id could make
+    accounts past the new-visitor rate a first message obeys. Now the upload obeys it, and the visitor it made is not
+    counted again by their first message."""
+    settings.WIDGET_NEW_VISITORS_PER_ADDRESS = 1
+    settings.WIDGET_NEW_VISITORS_PER_TOKEN = 1
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "ok"}})
+    embed = await _sync(lambda: make_embed(tenant, scripted_llm.base_url, files_allowed=True))
+    client = Client()
+    page = await _sync(open_chat, client, embed, new_visitor())
+    uploaded = await _sync(_upload, client, page, "menu.pdf", menu_pdf())
+    assert uploaded.status_code == 201, uploaded.content
+
+    # Their first message, with the file: the same visitor, not a second new one.
+    socket = communicator(page.ws_path)
+    assert (await socket.connect())[0]
+    await socket.send_json_to(page.socket_auth)
+    assert (await socket.receive_json_from(timeout=5))["type"] == "hello"
+    message = {"type": "user_message", "client_id": "c1", "content": "hi", "attachments": [uploaded.json()["id"]]}
+    await socket.send_json_to(message)
+    frames = []
+    while not frames or frames[-1]["type"] not in ("done", "error"):
+        frames.append(await socket.receive_json_from(timeout=15))
+    await socket.disconnect()
+    await wait_turns()
+    assert frames[-1]["type"] == "done", frames[-1]
+
+    # Another new visitor's first upload: over the rate, refused as their first message would be; nothing made.
+    stored = await _sync(_count)
+    other = Client()
+    other_page = await _sync(open_chat, other, embed, new_visitor())
+    refused = await _sync(_upload, other, other_page, "menu.pdf", menu_pdf())
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "new_visitors_limited"
+    assert int(refused["Retry-After"]) > 0
+    assert await _sync(_count) == stored and await _sync(_visitors, embed) == 1
