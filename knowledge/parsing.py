@@ -26,6 +26,8 @@ from django.utils.translation import gettext as _
 from core.bounded import TooDeep
 from core.conf import setting
 from core.registry import Registry
+from knowledge import images
+from knowledge.ocr import read_image_text, read_pixels_text
 
 
 def max_upload_bytes() -> int:
@@ -350,10 +352,6 @@ class PDFParser(Parser):
 def _page_ocr_text(page: Any) -> str:
     """The text OCR reads in the images of a PDF page, in their order on the page; images over the pixel bound
     (knowledge.images.max_pixels, read from the PDF's dictionaries before decoding) are skipped."""
-    # OCR loads its models on first use; the images module is only needed with it
-    from knowledge import images  # noqa: PLC0415
-    from knowledge.ocr import read_pixels_text  # noqa: PLC0415
-
     limit = images.max_pixels()
     resources = page.get("/Resources") or {}
     xobjects = resources.get("/XObject") or {}
@@ -471,18 +469,12 @@ class ImageParser(Parser):
     label = "Image (OCR)"
 
     def check(self, data: bytes) -> None:
-        # Pillow is only needed where an image is read
-        from knowledge import images  # noqa: PLC0415
-
         try:
             images.open_bounded(data)
         except images.ImageRefused as refused:
             raise ParseError(refused.message) from None
 
     def parse(self, data: bytes) -> list[Section]:
-        # OCR loads its models on first use: only a process that reads an image pays for it
-        from knowledge.ocr import read_image_text  # noqa: PLC0415
-
         return [Section(read_image_text(data).text, {"source": "ocr"})]
 
 
