@@ -3,13 +3,18 @@ message the same way, in its own protocol, and stores nothing. A new surface joi
 
 Surfaces: the chat page's socket, the widget's socket, SSE (`/api/v1/conversations/{id}/messages/stream/`), REST
 (`POST /api/v1/conversations/{id}/messages/`), `/v1/chat/completions` and `/mcp` (JSON-RPC `tools/call`), each driven
-over the real ASGI stack (Daphne for HTTP, the project's ASGI application for sockets)."""
+over the real ASGI stack (Daphne for HTTP, the project's ASGI application for sockets).
+
+Files (issue 37): a surface that takes files by id takes a `files` keyword (FILE_SURFACES) and refuses an id that
+is not the caller's the same way; the doors where a file's bytes come in (UPLOAD_DOORS, and /v1's inline parts)
+refuse a bad file. A new door that takes files joins those tables too."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +22,7 @@ import httpx
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import Client
+from django.utils.translation import override
 
 from agents.services import agent_create, agent_publish, conversation_start
 from api.keys import key_create, key_revoke
@@ -25,9 +31,11 @@ from config.asgi import application
 from core.db import database_sync_to_async
 from engine.places import stream_slot_take
 from engine.streams import get_frame_log
-from memory.models import Conversation, Message
+from memory.attachments import AttachmentRefused, Upload, attachment_upload, prepare
+from memory.models import Attachment, Conversation, Message
 from tenants.models import Role
 from tenants.scope import all_tenants, tenant_scope
+from tests.api.attachment_files import renamed_executable, small_png
 from tests.factories import MembershipFactory
 from tests.llm.factories import ModelProviderFactory
 from tests.turns import wait_turns
@@ -99,15 +107,16 @@ def world(asgi_live_server, tenant, other_tenant, member, scripted_llm, settings
     )  # fmt: skip
 
 
-def _snapshot() -> tuple[int, int]:
+def _snapshot() -> tuple[int, int, int]:
     with all_tenants(reason="test: the whole database's rows"):
-        return Message.objects.count(), Conversation.objects.count()
+        return Message.objects.count(), Conversation.objects.count(), Attachment.objects.count()
 
 
 # --- the drivers: one per surface ---------------------------------------------------------------------------------
 #
 # send(world, who, conversation, content, client_id) -> Answer. `who`: "member" (the participant), "admin" (may read
 # every conversation of the tenant, may post into none but their own). `conversation`: None for the member's own.
+# A surface that takes files by id also takes `files`: the ids sent with the message (FILE_SURFACES).
 
 
 async def _socket_answer(socket: WebsocketCommunicator, client_id: str) -> Answer:
@@ -119,8 +128,14 @@ async def _socket_answer(socket: WebsocketCommunicator, client_id: str) -> Answe
             return Answer(None, message=frame["message_id"])
 
 
+def _frame(content: Any, client_id: str, files: Sequence[int]) -> dict[str, Any]:
+    """A user_message frame (the chat page's and the widget's socket), with its files' ids when it has some."""
+    frame = {"type": "user_message", "client_id": client_id, "content": content}
+    return {**frame, "attachments": list(files)} if files else frame
+
+
 async def chat_socket(
-    world: World, who: str, conversation: Conversation | None, content: Any, client_id: str
+    world: World, who: str, conversation: Conversation | None, content: Any, client_id: str, files: Sequence[int] = ()
 ) -> Answer:
     user = world.admin if who == "admin" else world.member
     conversation = conversation or world.mine
@@ -132,14 +147,14 @@ async def chat_socket(
         return Answer("conversation_not_found" if code == 4403 else f"close-{code}")
     try:
         assert (await socket.receive_json_from(timeout=5))["type"] == "hello"
-        await socket.send_json_to({"type": "user_message", "client_id": client_id, "content": content})
+        await socket.send_json_to(_frame(content, client_id, files))
         return await _socket_answer(socket, client_id)
     finally:
         await socket.disconnect()
 
 
 async def widget_socket(
-    world: World, who: str, conversation: Conversation | None, content: Any, client_id: str
+    world: World, who: str, conversation: Conversation | None, content: Any, client_id: str, files: Sequence[int] = ()
 ) -> Answer:
     assert who == "member" and conversation is None  # a visitor names no conversation: the embed and their id do
     ticket = await database_sync_to_async(ticket_for)(Client(), world.embed)
@@ -153,7 +168,7 @@ async def widget_socket(
     try:
         await socket.send_json_to({"type": "visitor", "ticket": ticket, "visitor": world.visitor})
         assert (await socket.receive_json_from(timeout=5))["type"] == "hello"
-        await socket.send_json_to({"type": "user_message", "client_id": client_id, "content": content})
+        await socket.send_json_to(_frame(content, client_id, files))
         return await _socket_answer(socket, client_id)
     finally:
         await socket.disconnect()
@@ -184,25 +199,40 @@ def _sse_answer(response: httpx.Response) -> Answer:
     return Answer(None, response.status_code, message=json.loads(first[6:])["message_id"])
 
 
-async def sse(world: World, who: str, conversation: Conversation | None, content: Any, client_id: str) -> Answer:
+def _message_body(content: Any, client_id: str, files: Sequence[int]) -> dict[str, Any]:
+    """REST's and SSE's message body, with its files' ids (`attachments`) when it has some."""
+    body = {"content": content, "client_id": client_id}
+    return {**body, "attachments": list(files)} if files else body
+
+
+async def sse(
+    world: World, who: str, conversation: Conversation | None, content: Any, client_id: str, files: Sequence[int] = ()
+) -> Answer:
     conversation = conversation or world.mine
     path = f"/api/v1/conversations/{conversation.pk}/messages/stream/"
-    response = await _post(world, who, path, {"content": content, "client_id": client_id})
+    response = await _post(world, who, path, _message_body(content, client_id, files))
     return _http_answer(response) if response.status_code >= 400 else _sse_answer(response)
 
 
-async def rest(world: World, who: str, conversation: Conversation | None, content: Any, client_id: str) -> Answer:
+async def rest(
+    world: World, who: str, conversation: Conversation | None, content: Any, client_id: str, files: Sequence[int] = ()
+) -> Answer:
     conversation = conversation or world.mine
     path = f"/api/v1/conversations/{conversation.pk}/messages/"
-    response = await _post(world, who, path, {"content": content, "client_id": client_id})
+    response = await _post(world, who, path, _message_body(content, client_id, files))
     answer = _http_answer(response)
     if answer.code is None:
         answer.message = response.json()["message"]["id"]
     return answer
 
 
-async def openai_v1(world: World, who: str, conversation: Conversation | None, content: Any, client_id: str) -> Answer:
+async def openai_v1(
+    world: World, who: str, conversation: Conversation | None, content: Any, client_id: str, files: Sequence[int] = ()
+) -> Answer:
     conversation = conversation or world.mine
+    if files:  # OpenAI's content parts: the text, then a file part per id uploaded before (REST)
+        parts = [{"type": "file", "file": {"file_id": str(file_id)}} for file_id in files]
+        content = [{"type": "text", "text": content}, *parts] if isinstance(content, str) else [*content, *parts]
     body = {"model": conversation.agent.slug, "messages": [{"role": "user", "content": content}],
             "metadata": {"conversation_id": str(conversation.pk)}}  # fmt: skip
     response = await _post(world, who, "/v1/chat/completions", body, {"Idempotency-Key": client_id})
@@ -212,6 +242,7 @@ async def openai_v1(world: World, who: str, conversation: Conversation | None, c
     return answer
 
 
+# /mcp takes no files: an agent's tool takes a message's text only (api.mcp_server), so it has no `files`.
 async def mcp(world: World, who: str, conversation: Conversation | None, content: Any, client_id: str) -> Answer:
     conversation = conversation or world.mine
     arguments = {"message": content, "conversation_id": conversation.pk}
@@ -240,18 +271,22 @@ SURFACES: dict[str, Callable[..., Awaitable[Answer]]] = {
     "mcp": mcp,
 }
 HTTP_KEY_SURFACES = ("sse", "rest", "openai_v1", "mcp")
+# The surfaces whose messages carry files by id (every one but /mcp, whose tools take text only).
+FILE_SURFACES = [name for name in SURFACES if name != "mcp"]
 
 
 # --- the cases ----------------------------------------------------------------------------------------------------
 
 
-async def _refused_and_nothing_stored(surface: str, world: World, code: str, **send: Any) -> None:
+async def _refused_and_nothing_stored(surface: str, world: World, code: str, **send: Any) -> Answer:
     before = await database_sync_to_async(_snapshot)()
     answer = await SURFACES[surface](world, send.pop("who", "member"), send.pop("conversation", None),
-                                     send.pop("content", "hello"), send.pop("client_id", uuid.uuid4().hex))  # fmt: skip
+                                     send.pop("content", "hello"), send.pop("client_id", uuid.uuid4().hex),
+                                     **send)  # fmt: skip
     await wait_turns()
     assert answer.code == code, (surface, answer)
     assert await database_sync_to_async(_snapshot)() == before, f"{surface} stored something it refused"
+    return answer
 
 
 MESSAGE_CASES = {
@@ -364,3 +399,156 @@ async def test_the_chat_page_refuses_a_member_over_their_message_rate_and_a_key_
     await _refused_and_nothing_stored("chat_socket", world, "user_rate_limited", content="two")
     by_key = await rest(world, "member", None, "three", uuid.uuid4().hex)
     assert by_key.code is None, by_key
+
+
+# --- files (issue 37) ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def files_world(world, settings, tmp_path) -> World:
+    """The world with its files stored under the test's folder and an embed whose visitors may send files."""
+    settings.ATTACHMENT_STORAGE_ROOT = str(tmp_path / "attachments")
+    world.embed.files_allowed = True
+    with tenant_scope(world.tenant):
+        world.embed.save(update_fields=["files_allowed"])
+    return world
+
+
+def _uploaded_by(conversation: Conversation) -> int:
+    """A file uploaded (not yet sent) by the user of `conversation`, in its tenant."""
+    with tenant_scope(conversation.tenant):
+        return attachment_upload(user=conversation.user, upload=Upload(name="theirs.png", data=small_png())).pk
+
+
+FILE_OWNERS = {
+    "another_tenants": lambda world: world.foreign,
+    "another_members": lambda world: world.colleague_conversation,
+}
+
+
+@pytest.mark.parametrize("surface", FILE_SURFACES)
+@pytest.mark.parametrize("owner", list(FILE_OWNERS))
+async def test_every_surface_refuses_a_file_that_is_not_the_callers_the_same_way(surface, owner, files_world):
+    """Another tenant's file id and another member's are one answer: no such file (404 on HTTP), nothing stored."""
+    file_id = await database_sync_to_async(_uploaded_by)(FILE_OWNERS[owner](files_world))
+    answer = await _refused_and_nothing_stored(surface, files_world, "attachment_not_found", files=[file_id])
+    assert answer.status in (None, 404), answer
+
+
+def _sent_with(file_id: int) -> str | None:
+    """The text of the message a file was sent with (None: not sent)."""
+    with all_tenants(reason="test: where a file went"):
+        return Attachment.objects.filter(pk=file_id).values_list("message__content", flat=True).first()
+
+
+@pytest.mark.parametrize("surface", FILE_SURFACES)
+async def test_every_surface_takes_the_callers_own_file(surface, files_world):
+    """The other half: the caller's own file (the member's, or the visitor's own upload) goes with the message."""
+    if surface == "widget_socket":
+        uploaded, words = await widget_upload(files_world, "red.png", small_png())
+        assert uploaded.status == 201, words
+        file_id = uploaded.message
+    else:
+        file_id = await database_sync_to_async(_uploaded_by)(files_world.mine)
+    answer = await SURFACES[surface](files_world, "member", None, "with my file", uuid.uuid4().hex, files=[file_id])
+    await wait_turns()
+    assert answer.code is None, (surface, answer)
+    assert await database_sync_to_async(_sent_with)(file_id) == "with my file"
+
+
+# Where a file's bytes come in: the uploads (REST, the chat page's attach button, the widget's visitor) and /v1's
+# inline content parts. upload(world, name, data) -> (Answer, the error's words).
+UploadDoor = Callable[[World, str, bytes], Awaitable[tuple[Answer, str]]]
+
+
+def _upload_answer(response: httpx.Response) -> tuple[Answer, str]:
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        return Answer(error["code"], response.status_code), error["message"]
+    return Answer(None, response.status_code, message=response.json().get("id")), ""
+
+
+async def rest_upload(world: World, name: str, data: bytes) -> tuple[Answer, str]:
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=30) as http:
+        response = await http.post("/api/v1/attachments/", files={"file": (name, data)},
+                                   headers={"Authorization": f"Bearer {world.member_key}"})  # fmt: skip
+    return _upload_answer(response)
+
+
+async def chat_upload(world: World, name: str, data: bytes) -> tuple[Answer, str]:
+    """The attach button's upload into the member's own conversation, with their session and the page's CSRF token."""
+    cookie = (await database_sync_to_async(session_cookie)(world.member, world.tenant)).decode()
+    csrf = uuid.uuid4().hex  # 32 characters, a CSRF secret's shape
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=30) as http:
+        response = await http.post(
+            "/chat/attachments/", data={"conversation": str(world.mine.pk)}, files={"file": (name, data)},
+            headers={"Cookie": f"{cookie}; csrftoken={csrf}", "X-CSRFToken": csrf},
+        )  # fmt: skip
+    return _upload_answer(response)
+
+
+async def widget_upload(world: World, name: str, data: bytes) -> tuple[Answer, str]:
+    ticket = await database_sync_to_async(ticket_for)(Client(), world.embed)
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=30) as http:
+        response = await http.post(f"/embed/{world.embed.token}/attachments/", files={"file": (name, data)},
+                                   data={"ticket": ticket, "visitor": world.visitor})  # fmt: skip
+    return _upload_answer(response)
+
+
+async def openai_v1_inline(world: World, name: str, data: bytes) -> tuple[Answer, str]:
+    """The file as an OpenAI `file` content part of the message (file_data, a data: URL), into the member's own
+    conversation: refused by the admission, as ATTACHMENT_REFUSED, naming the part."""
+    url = f"data:application/pdf;base64,{base64.b64encode(data).decode()}"
+    content = [{"type": "text", "text": "hello"}, {"type": "file", "file": {"file_data": url, "filename": name}}]
+    body = {"model": world.agent.slug, "messages": [{"role": "user", "content": content}],
+            "metadata": {"conversation_id": str(world.mine.pk)}}  # fmt: skip
+    response = await _post(world, "member", "/v1/chat/completions", body)
+    answer, words = _upload_answer(response)
+    assert response.status_code < 400 or response.json()["error"]["param"] == "messages[0].content[1]"
+    return answer, words
+
+
+UPLOAD_DOORS: dict[str, UploadDoor] = {
+    "rest_upload": rest_upload,
+    "chat_upload": chat_upload,
+    "widget_upload": widget_upload,
+    "openai_v1_inline": openai_v1_inline,
+}
+# An upload is refused by the file's reader, with the file's own code (memory.attachments.AttachmentRefusedCode); a
+# message's inline file by the admission, as ATTACHMENT_REFUSED (the file's code in its params). The words are the
+# file's reader's in both.
+BAD_FILE_CODES = {door: ("executable", 415) for door in UPLOAD_DOORS}
+BAD_FILE_CODES["openai_v1_inline"] = ("attachment_refused", 400)
+
+
+def _readers_words(name: str, data: bytes, language: str) -> str:
+    """What the file's reader (memory.attachments.prepare) says of this file, in `language`."""
+    with override(language):
+        try:
+            prepare(Upload(name=name, data=data))
+        except AttachmentRefused as refused:
+            return refused.message
+    raise AssertionError(f"the reader took {name}")
+
+
+@pytest.mark.parametrize("door", list(UPLOAD_DOORS))
+async def test_every_door_that_takes_a_files_bytes_refuses_a_renamed_program_and_stores_nothing(
+    door, files_world, settings
+):
+    before = await database_sync_to_async(_snapshot)()
+    answer, words = await UPLOAD_DOORS[door](files_world, "invoice.pdf", renamed_executable())
+    await wait_turns()
+    assert (answer.code, answer.status) == BAD_FILE_CODES[door], (door, answer, words)
+    # The reader's own words (what is wrong, what to send instead), in the door's language: the widget's ticket
+    # says English (tests.widget.helpers.ticket_for); the others speak the platform's default.
+    language = "en" if door == "widget_upload" else settings.LANGUAGE_CODE
+    assert words == await database_sync_to_async(_readers_words)("invoice.pdf", renamed_executable(), language)
+    assert await database_sync_to_async(_snapshot)() == before, f"{door} stored a file it refused"
+
+
+@pytest.mark.parametrize("door", list(UPLOAD_DOORS))
+async def test_every_door_that_takes_a_files_bytes_takes_a_good_one(door, files_world):
+    """The other half of the refusal above: the same doors, driven the same way, take a real image."""
+    answer, words = await UPLOAD_DOORS[door](files_world, "red.png", small_png())
+    await wait_turns()
+    assert answer.code is None and answer.status in (200, 201), (door, answer, words)
