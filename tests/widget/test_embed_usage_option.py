@@ -78,6 +78,7 @@ def test_the_admin_sets_the_option_and_sees_only_its_tenants_embeds(
             "visitor_messages_per_hour": 20,
             "daily_token_budget": 1000,
             "show_token_usage": "on",
+            "max_file_mb": 10,
         },
     )
     assert response.status_code == 302, response.content.decode()[:2000]
