@@ -1,9 +1,10 @@
 """What the reply sees of the event graph: the walked events placed in the system message within a token budget.
 
-The events are taken best first (the walk's fused order) while they fit; an event whose summary repeats one already
-taken (the same normalised text, or contained in it) is left out; events linked by `follows` (neighbouring turns
-of one conversation) are merged into one passage that names its day once; the passages are ordered by time, the
-events inside a passage too. One line per passage:
+Each event is shown cut to the sentences around what matches the walk's query (`excerpts`, at most EXCERPT_CHARS:
+more events fit the budget; issue 38). The events are taken best first (the walk's fused order) while they fit; an
+event whose summary repeats one already taken (the same normalised text, or contained in it) is left out; events
+linked by `follows` (neighbouring turns of one conversation) are merged into one passage that names its day once;
+the passages are ordered by time, the events inside a passage too. One line per passage:
 
     2023-05-08 [evt_…] user/report: … | [evt_…] assistant/answer: … {causes → evt_…}
 
@@ -17,11 +18,15 @@ from django.utils import timezone
 
 from llm.tokens import count_text
 from memory.longterm import store
+from memory.longterm.events import excerpts
 from memory.longterm.events.when import DATE_TYPE
 from memory.models import Event, EventStatus, RelationKind
 
 SHOWN_RELATIONS = (RelationKind.CAUSES, RelationKind.RESOLVES)
 LINE_COST = 2  # tokens a line costs beyond its text (what memory.longterm.recall counts)
+EXCERPT_CHARS = 80  # an event's text at most, cut around what matches the query (excerpts)
+DUPLICATE_OVERLAP = 0.0  # an event sharing this share of its terms with a taken one says nothing new (0: off)
+SESSION_EVENTS = 0  # events of one session taken before the other sessions' (0: no limit)
 
 
 def _passages(events: list[Event], neighbours: set[tuple[int, int]]) -> list[list[Event]]:
@@ -37,8 +42,8 @@ def _passages(events: list[Event], neighbours: set[tuple[int, int]]) -> list[lis
     return runs
 
 
-def _event_text(event: Event, links: list[str]) -> str:
-    text = f"[{event.event_id}] {event.actor}/{event.action_type}: {event.content_summary}"
+def _event_text(event: Event, links: list[str], shown: str) -> str:
+    text = f"[{event.event_id}] {event.actor}/{event.action_type}: {shown}"
     if event.status != EventStatus.COMPLETED:
         text += f" ({event.status})"
     if event.superseded_by_id:
@@ -51,9 +56,9 @@ def _event_text(event: Event, links: list[str]) -> str:
     return text
 
 
-def _render(run: list[Event], outgoing: dict[int, list[str]]) -> str:
+def _render(run: list[Event], outgoing: dict[int, list[str]], texts: dict[int, str]) -> str:
     day = timezone.localtime(run[0].timestamp).strftime("%Y-%m-%d")
-    return f"{day} " + " | ".join(_event_text(event, outgoing.get(event.pk, [])) for event in run)
+    return f"{day} " + " | ".join(_event_text(event, outgoing.get(event.pk, []), texts[event.pk]) for event in run)
 
 
 def _repeats(summary: str, seen: list[str]) -> bool:
@@ -61,9 +66,8 @@ def _repeats(summary: str, seen: list[str]) -> bool:
     return any(summary == other or (len(summary) >= 20 and summary in other) for other in seen)
 
 
-def timeline(walked, *, budget_tokens: int, model: str = "gpt-4") -> tuple[list[str], list[Event]]:
-    """The walked events as passages (see the module) within `budget_tokens`, best first while they fit. Returns
-    the lines (oldest first) and the events they show (in the same order)."""
+def _links(walked) -> tuple[dict[int, list[str]], set[tuple[int, int]]]:
+    """The relations a passage writes out (per source event) and the pairs of `follows` neighbours."""
     ids = {event.pk: event.event_id for event in walked.events}
     outgoing: dict[int, list[str]] = {}
     neighbours: set[tuple[int, int]] = set()
@@ -72,32 +76,82 @@ def timeline(walked, *, budget_tokens: int, model: str = "gpt-4") -> tuple[list[
             neighbours |= {(relation.source_id, relation.target_id), (relation.target_id, relation.source_id)}
         elif relation.kind in SHOWN_RELATIONS:
             outgoing.setdefault(relation.source_id, []).append(f"{relation.kind} → {ids.get(relation.target_id, '?')}")
-    taken: list[Event] = []
-    seen: list[str] = []
-    lines: list[str] = []
-    costs: dict[str, int] = {}  # a passage's tokens, counted once (most passages stay as they were from one try on)
-    rendered: dict[tuple[int, ...], str] = {}  # a passage's line, by its events (rendered once, as its cost)
+    return outgoing, neighbours
 
-    def cost(line: str) -> int:
-        if line not in costs:
-            costs[line] = count_text(line, model) + LINE_COST
-        return costs[line]
 
-    def render(run: list[Event]) -> str:
+def _spread(events: list[Event]) -> list[Event]:
+    """`events` in the order they are offered: the first SESSION_EVENTS of each session (conversation) in their
+    order, then the rest in theirs (all in their order when SESSION_EVENTS is 0)."""
+    if not SESSION_EVENTS:
+        return list(events)
+    per: dict[int | None, int] = {}
+    first: list[Event] = []
+    rest: list[Event] = []
+    for event in events:
+        per[event.conversation_id] = per.get(event.conversation_id, 0) + 1
+        (first if per[event.conversation_id] <= SESSION_EVENTS else rest).append(event)
+    return first + rest
+
+
+def _overlaps(words: frozenset[str], taken: list[frozenset[str]]) -> bool:
+    """Whether DUPLICATE_OVERLAP of an event's shown terms (three or more) are in one already taken."""
+    if len(words) < 3:
+        return False
+    return any(len(words & other) >= DUPLICATE_OVERLAP * len(words) for other in taken)
+
+
+class _Packer:
+    """Takes the offered events while their passages fit the budget, skipping what repeats a taken one."""
+
+    def __init__(self, walked, texts: dict[int, str], budget_tokens: int, model: str) -> None:
+        self.outgoing, self.neighbours = _links(walked)
+        self.texts, self.budget, self.model = texts, budget_tokens, model
+        self.taken: list[Event] = []
+        self.seen: list[str] = []
+        self.words: list[frozenset[str]] = []
+        self.lines: list[str] = []
+        self.costs: dict[str, int] = {}  # a passage's tokens, counted once (most passages stay as they were)
+        self.rendered: dict[tuple[int, ...], str] = {}  # a passage's line, by its events (rendered once)
+
+    def _cost(self, line: str) -> int:
+        if line not in self.costs:
+            self.costs[line] = count_text(line, self.model) + LINE_COST
+        return self.costs[line]
+
+    def _render(self, run: list[Event]) -> str:
         key = tuple(event.pk for event in run)
-        if key not in rendered:
-            rendered[key] = _render(run, outgoing)
-        return rendered[key]
+        if key not in self.rendered:
+            self.rendered[key] = _render(run, self.outgoing, self.texts)
+        return self.rendered[key]
 
-    for event in walked.events:
+    def offer(self, event: Event) -> None:
         summary = store.normalise(event.content_summary)
-        if _repeats(summary, seen):
-            continue
-        trial = [render(run) for run in _passages([*taken, event], neighbours)]
-        if sum(cost(line) for line in trial) > budget_tokens:
-            continue
-        taken.append(event)
-        seen.append(summary)
-        lines = trial
-    shown = [event for run in _passages(taken, neighbours) for event in run]
-    return lines, shown
+        if _repeats(summary, self.seen):
+            return
+        words = excerpts.terms(self.texts[event.pk]) if DUPLICATE_OVERLAP else frozenset()
+        if _overlaps(words, self.words):
+            return
+        trial = [self._render(run) for run in _passages([*self.taken, event], self.neighbours)]
+        if sum(self._cost(line) for line in trial) > self.budget:
+            return
+        self.taken.append(event)
+        self.seen.append(summary)
+        self.words.append(words)
+        self.lines = trial
+
+    def shown(self) -> list[Event]:
+        return [event for run in _passages(self.taken, self.neighbours) for event in run]
+
+
+def timeline(
+    walked, *, budget_tokens: int, model: str = "gpt-4", query: str | None = None
+) -> tuple[list[str], list[Event]]:
+    """The walked events as passages (see the module) within `budget_tokens`, best first while they fit, each event
+    cut to the sentences around what matches `query` (default: the walk's query). Returns the lines (oldest first)
+    and the events they show (in the same order)."""
+    wanted = excerpts.query_terms(walked.query if query is None else query)
+    texts = {event.pk: excerpts.excerpt(event.content_summary, wanted, limit=EXCERPT_CHARS) for event in walked.events}
+    packer = _Packer(walked, texts, budget_tokens, model)
+    for event in _spread(walked.events):
+        packer.offer(event)
+    return packer.lines, packer.shown()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -70,6 +70,7 @@ class Walked:
     events: list[Event]
     relations: list[EventRelation]
     retrieved_ids: list[int]
+    query: str = ""  # what they were found for (the passages cut each event around it)
 
 
 class _Link(NamedTuple):  # a tuple: a walk reads hundreds of them per recall, and a tuple is made fastest
@@ -271,7 +272,7 @@ def events_walk(
         order = _lone_sessions_kept(order, seeds, top_k)
     kept = set(seeds)
     chosen = (seeds + [pk for pk in order if pk not in kept])[:limit] if fixed else order[:limit]
-    return _walked(graph, chosen, seeds if fixed else chosen[:top_k])
+    return replace(_walked(graph, chosen, seeds if fixed else chosen[:top_k]), query=query)
 
 
 def _lone_sessions_kept(order: list[int], seeds: list[int], top_k: int) -> list[int]:
