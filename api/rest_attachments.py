@@ -123,7 +123,8 @@ class AttachmentViewSet(mixins.RetrieveModelMixin, ApiViewSet):
             return error_response(refused.status, str(refused.code), refused.message)
         return Response(attachment_info(attachment), status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    # The sniffed type of the file (image/png, application/pdf, text/plain...): any media type.
+    @extend_schema(responses={(200, "*/*"): OpenApiTypes.BINARY})
     @action(detail=True, methods=["get"])
     def content(self, request: Request, pk: str | None = None) -> FileResponse:
         """The file's bytes: an image inline, a document as a download."""
