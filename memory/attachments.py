@@ -220,11 +220,12 @@ def _page(metadata: Mapping[str, Any]) -> int | None:
 # --- storing ------------------------------------------------------------------------------------------------------
 
 
-def _row(prepared: Prepared, *, user_id: int, conversation: Conversation | None) -> Attachment:
+def _row(prepared: Prepared, *, user_id: int, conversation: Conversation | None, message: Message | None) -> Attachment:
     read = prepared.read
     return Attachment(
         tenant_id=require_tenant().pk,
         conversation=conversation,
+        message=message,
         user_id=user_id,
         name=read.name[:255],
         kind=AttachmentKind(read.kind.value),
@@ -241,11 +242,13 @@ def _row(prepared: Prepared, *, user_id: int, conversation: Conversation | None)
     )
 
 
-def store(prepared: Prepared, *, user_id: int, conversation: Conversation | None = None) -> Attachment:
-    """The file and its rows stored (in the tenant's scope, inside the caller's transaction if any). The file is
-    written first and removed again when its rows are not stored; a caller whose own transaction then fails
-    removes it with `discard`."""
-    attachment = _row(prepared, user_id=user_id, conversation=conversation)
+def store(
+    prepared: Prepared, *, user_id: int, conversation: Conversation | None = None, message: Message | None = None
+) -> Attachment:
+    """The file and its rows stored (in the tenant's scope, inside the caller's transaction if any), bound to
+    `message` when it came with one. The file is written first and removed again when its rows are not stored; a
+    caller whose own transaction then fails removes it with `discard`."""
+    attachment = _row(prepared, user_id=user_id, conversation=conversation, message=message)
     attachment.file.save(prepared.read.name, ContentFile(prepared.read.data), save=False)
     try:
         attachment.save(force_insert=True)
@@ -419,10 +422,8 @@ def files_store(*, files: MessageFiles, conversation: Conversation, message: Mes
                 if row.pk in fresh:
                     row.conversation, row.message = conversation, message
         for prepared in files.prepared:
-            row = store(prepared, user_id=user_id, conversation=conversation)
+            row = store(prepared, user_id=user_id, conversation=conversation, message=message)
             written.append(row.file.name)
-            Attachment.objects.filter(pk=row.pk).update(message=message)
-            row.message = message
             stored.append(row)
         added = len(fresh) + len(files.prepared)
         if added:
