@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "agents.packs.restaurant",
     "agents.packs.energy",
     "engine",
+    "evals",
     "chat",
     "api",
     "widget",

@@ -30,6 +30,8 @@ class ConversationSource(models.TextChoices):
     API = "api", _("API")
     WIDGET = "widget", _("website widget")
     MCP = "mcp", _("MCP")
+    # An evaluation run's own conversation (evals): never listed with a person's, long-term memory off.
+    EVAL = "eval", _("evaluation")
 
 
 class Visitor(TenantOwned):
