@@ -9,7 +9,7 @@ and never look into the snapshot dict themselves.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import get_language
@@ -20,6 +20,7 @@ from agents.tools import get_tool, tool_refusal
 from agents.workflows.schema import WorkflowValidationError, parse_workflow
 from llm.models import ModelProvider
 from llm.selectors import default_provider
+from memory.models import ConversationSource
 from memory.overflow import OverflowConfig
 from tenants.generation import TenantMemo
 
@@ -178,9 +179,14 @@ def conversation_config(conversation: Conversation) -> AgentConfig:
     if conversation.is_test:
         # Read afresh: the conversation's agent may be the instance read when its socket opened, before an edit.
         agent = Agent.objects.get(pk=conversation.agent_id)
-    return agent_config(
+    config = agent_config(
         agent=agent,
         version=conversation.version,
         provider=conversation.provider,
         model=conversation.model,
     )
+    if conversation.source == ConversationSource.EVAL and config.long_term_memory:
+        # An evaluation run's conversation neither recalls nor keeps long-term memory: its cases must not read a
+        # person's memories, nor leave their own for the next case (evals).
+        config = replace(config, long_term_memory=False)
+    return config

@@ -102,13 +102,19 @@ def conversation_start(
     draft: bool = False,
     source: str = ConversationSource.CHAT,
     visitor: Visitor | None = None,
+    version: AgentVersion | None = None,
 ) -> Conversation:
     """Start a conversation on the agent's published version (else its draft), freezing its model and overflow
     strategy; `parent` marks a plan step's internal conversation. `draft` starts a test conversation on the draft
     even when a version is published: it has no version, so each turn runs the draft as it is then (the pages let
     only administrators start one). `source`/`visitor`: where it was started (chat, api, widget) and by which
-    website visitor."""
-    if draft:
+    website visitor. `version`: one of the agent's published versions to run instead of the newest (an evaluation
+    run of an older version)."""
+    if version is not None:
+        if version.agent_id != agent.pk:
+            raise ValueError(f"version {version.pk} is not one of agent {agent.pk}'s")
+        config = agent_config(agent=agent, version=version)
+    elif draft:
         version, config = None, agent_config(agent=agent, version=None)
     else:
         published = published_config(agent)

@@ -181,6 +181,9 @@ class CallerKind(StrEnum):
     MEMBER = "member"
     KEY = "key"
     VISITOR = "visitor"
+    # An evaluation run (evals) posting a case's turns into its own conversation: held to the tenant's budget, not to
+    # a member's messages per minute (a run sends many at once, bounded by its concurrency).
+    EVAL = "eval"
 
 
 @dataclass(frozen=True)

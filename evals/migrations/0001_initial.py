@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('agents', '0012_agent_max_reply_tokens'),
-        ('memory', '0017_alter_conversation_source_alter_feedback_source'),
+        ('memory', '0017_eval_source'),
         ('tenants', '0002_tenant_packs'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
