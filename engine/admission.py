@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
@@ -335,12 +335,6 @@ def _latest(caller: Caller, agent: Agent) -> Conversation | None:
     return conversations.order_by("-id").first()
 
 
-def _waits_for_tool_results(conversation: Conversation) -> bool:
-    """A conversation whose last reply handed an API client its tool calls goes on only with their results."""
-    last = Message.objects.filter(conversation=conversation).order_by("-id").values_list("role", "tool_calls").first()
-    return last is not None and last[0] == Role.ASSISTANT and bool(last[1])
-
-
 def _day_start() -> dt.datetime:
     return timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
 
@@ -545,8 +539,8 @@ def _limits(caller: Caller, conversation: Conversation | None, limit: MessageLim
     """The checks of a message once its conversation (or, for a new one, its agent) is known."""
     too_long = limit.refusal(content)
     refusal = _too_long(too_long) if too_long else None
-    if refusal is None and conversation is not None and _waits_for_tool_results(conversation):
-        refusal = Refusal(RefusalCode.TOOL_RESULTS_PENDING)
+    # A conversation waiting for an API client's tool results is refused by the message's own insert
+    # (turns.submit_user_message's unless_awaiting_tools): reading it here cost every turn a statement.
     if refusal is None and caller.visitor is not None:
         refusal = _visitor_limits(caller.visitor, conversation)
     if refusal is None and caller.kind == CallerKind.MEMBER:  # a key's rate is API_KEY_RATE, per request
@@ -630,6 +624,14 @@ def _forget(conversation: Conversation) -> None:
             get_user_model().objects.filter(pk=conversation.user_id, is_active=False).delete()
 
 
+# What the turn engine refused after admission's checks (nothing stored), as admission's refusal.
+_REFUSED_OUTCOMES: dict[Outcome, Callable[[], Refusal]] = {
+    Outcome.BUSY: lambda: Refusal(RefusalCode.BUSY),
+    Outcome.OVERLOADED: lambda: _overloaded(),
+    Outcome.TOOL_RESULTS_PENDING: lambda: Refusal(RefusalCode.TOOL_RESULTS_PENDING),
+}
+
+
 async def admit(
     *,
     caller: Caller,
@@ -671,17 +673,19 @@ async def admit(
                 then=then,
                 options=options,
                 files=files,
+                unless_awaiting_tools=not place.created,
             )
     except BaseException:
         if place.slot is not None:
             await place.slot.arelease()
         raise
-    if submission.outcome in (Outcome.BUSY, Outcome.OVERLOADED):
+    refused = _REFUSED_OUTCOMES.get(submission.outcome)
+    if refused is not None:
         if place.slot is not None:
             await place.slot.arelease()
         if place.created:
             await database_sync_to_async(_forget)(place.conversation)
-        return Refusal(RefusalCode.BUSY) if submission.outcome == Outcome.BUSY else _overloaded()
+        return refused()
     if caller.visitor is not None and submission.task is not None:
         submission.task.add_done_callback(partial(_count_visitor_tokens, caller.visitor))
     return Admitted(

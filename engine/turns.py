@@ -30,7 +30,7 @@ from llm.messages import ChatMessage
 from llm.options import CallOptions
 from memory.attachments import MessageFiles, attachment_info
 from memory.models import Conversation, Message, Role
-from memory.services import message_add, messages_import, user_message_add
+from memory.services import ToolResultsPending, message_add, messages_import, user_message_add
 
 logger = logging.getLogger("engine.turns")
 
@@ -119,6 +119,9 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"  # its client_id was stored before: nothing runs again
     BUSY = "busy"  # another turn of the conversation runs: nothing stored
     OVERLOADED = "overloaded"  # this process has no place for another turn: nothing stored
+    # The conversation's last reply handed an API client its tool calls (it goes on only with their results): nothing
+    # stored. Read by the message's own insert, so a turn pays no statement for it.
+    TOOL_RESULTS_PENDING = "tool_results_pending"
 
 
 @dataclass
@@ -157,6 +160,7 @@ def _store_new(
     content: str,
     then: Sequence[ChatMessage] = (),
     files: Files | None = None,
+    unless_awaiting_tools: bool = False,
 ) -> tuple[Message, Message | None, bool, list[dict] | None]:
     """Store the user message (and `then` after it: an API client's own tool round) with its files in one
     transaction; when its client_id was stored before (a resend), that message and its reply instead (and none of
@@ -171,12 +175,14 @@ def _store_new(
                 client_id=client_id,
                 files=files.files,
                 user_id=files.user_id,
+                unless_awaiting_tools=unless_awaiting_tools,
             )
             infos = [attachment_info(row) for row in stored]
         else:
             message = message_add(
-                conversation=conversation, role=Role.USER, content=content, client_id=client_id, return_existing=False
-            )
+                conversation=conversation, role=Role.USER, content=content, client_id=client_id,
+                return_existing=False, unless_awaiting_tools=unless_awaiting_tools,
+            )  # fmt: skip
     except IntegrityError:
         message, reply = _stored_with_client_id(conversation, client_id)
         if message is None:
@@ -196,12 +202,14 @@ async def submit_user_message(
     then: Sequence[ChatMessage] = (),
     options: CallOptions | None = None,
     files: Files | None = None,
+    unless_awaiting_tools: bool = False,
 ) -> Submission:
     """Store the message and start its turn, unless its client_id was stored already (nothing runs again) or
     another turn of the conversation is running (busy: nothing is stored). The turn's frames go to the frame log
     (every open page sees them) and, when given, to `also` (the API's answer). An API client's request may add
     `then` (its tool calls and their results, stored after the message) and `options` (llm.options); `files` are
-    the message's files (stored with it, in the same transaction)."""
+    the message's files (stored with it, in the same transaction). `unless_awaiting_tools`: refused
+    (TOOL_RESULTS_PENDING, nothing stored) when the conversation waits for an API client's tool results."""
     log = get_frame_log()
     refusal = None
     if not await _claim_clears(log, conversation.pk):
@@ -214,9 +222,12 @@ async def submit_user_message(
         if message is not None:
             return await _duplicate(log, conversation, message, reply)
         return Submission(refusal)
-    message, reply, created, infos = await database_sync_to_async(_store_new)(
-        conversation, client_id, content, then, files
-    )
+    try:
+        message, reply, created, infos = await database_sync_to_async(_store_new)(
+            conversation, client_id, content, then, files, unless_awaiting_tools
+        )
+    except ToolResultsPending:
+        return Submission(Outcome.TOOL_RESULTS_PENDING)
     if not created:
         return await _duplicate(log, conversation, message, reply)
     running = await log.claim_turn(conversation.pk, message.pk)

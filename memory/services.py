@@ -162,19 +162,32 @@ def message_add(
     active: bool = True,
     return_existing: bool = True,
     trace_parent: str = "",
+    unless_awaiting_tools: bool = False,
 ) -> Message:
     """Store a message and make it active. A message whose client_id was already stored is found when the unique
     constraint refuses the insert (looking first would cost every turn a statement): it is returned as it was, or
-    with `return_existing=False` the IntegrityError is raised (the caller then knows it was not stored now)."""
+    with `return_existing=False` the IntegrityError is raised (the caller then knows it was not stored now).
+    `unless_awaiting_tools`: ToolResultsPending (nothing stored) when the conversation waits for an API client's
+    tool results; a resend is still found first."""
     return _message_add(
         conversation=conversation, role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id,
         client_id=client_id, status=status, error_code=error_code, usage=usage, active=active,
-        return_existing=return_existing, trace_parent=trace_parent,
+        return_existing=return_existing, trace_parent=trace_parent, unless_awaiting_tools=unless_awaiting_tools,
     )  # fmt: skip
 
 
+class ToolResultsPending(Exception):
+    """The conversation's last reply handed an API client its tool calls: it goes on only with their results."""
+
+
 def user_message_add(
-    *, conversation: Conversation, content: str, client_id: str | None, files: MessageFiles, user_id: int
+    *,
+    conversation: Conversation,
+    content: str,
+    client_id: str | None,
+    files: MessageFiles,
+    user_id: int,
+    unless_awaiting_tools: bool = False,
 ) -> tuple[Message, list[Attachment]]:
     """Store a user message with its files (checked by admission; the account `user_id` sent them) in one
     transaction: the files bound to it, written when they came with it, and counted in its tokens
@@ -183,7 +196,7 @@ def user_message_add(
         message = _message_add(
             conversation=conversation, role=Role.USER, content=content, client_id=client_id, return_existing=False,
             extra_tokens=message_files_tokens(files, conversation),
-            title=title_from(content) or title_from(files.title()),
+            title=title_from(content) or title_from(files.title()), unless_awaiting_tools=unless_awaiting_tools,
         )  # fmt: skip
         stored = files_store(files=files, conversation=conversation, message=message, user_id=user_id)
     return message, stored
@@ -205,6 +218,7 @@ def _message_add(
     trace_parent: str = "",
     extra_tokens: int = 0,
     title: str | None = None,
+    unless_awaiting_tools: bool = False,
 ) -> Message:
     tokens = overflow.message_tokens(role, content, tool_calls, tool_call_id, conversation.model or "gpt-4")
     tokens += extra_tokens
@@ -226,7 +240,7 @@ def _message_add(
     title = (title or title_from(content)) if role == Role.USER and not conversation.title else None
     try:
         with transaction.atomic():
-            _store(message, conversation, active=active, title=title)
+            _store(message, conversation, active=active, title=title, unless_awaiting_tools=unless_awaiting_tools)
     except IntegrityError:
         # The same client_id arrived twice (a resend, or two at once): the first one stored it.
         if client_id and return_existing:
@@ -237,13 +251,36 @@ def _message_add(
     return message
 
 
-def _store(message: Message, conversation: Conversation, *, active: bool, title: str | None) -> None:
+def _store(
+    message: Message,
+    conversation: Conversation,
+    *,
+    active: bool,
+    title: str | None,
+    unless_awaiting_tools: bool = False,
+) -> None:
     """Insert `message`, append it to the conversation's context when `active`, and touch the conversation (its time;
-    its `title` when given and it has none): one statement on PostgreSQL, three elsewhere."""
+    its `title` when given and it has none): one statement on PostgreSQL, three elsewhere (call inside a
+    transaction). `unless_awaiting_tools`: raise ToolResultsPending when the message before it is a reply that handed
+    an API client its tool calls (the caller's transaction then takes the insert back); on PostgreSQL the same
+    statement reads it, so the check costs a turn nothing."""
     if connections[Message.objects.db].vendor == "postgresql":
-        _store_in_one_statement(message, conversation, active=active, title=title)
+        awaiting = _store_in_one_statement(
+            message, conversation, active=active, title=title, read_previous=unless_awaiting_tools
+        )
+        if awaiting:
+            raise ToolResultsPending(conversation.pk)
         return
     message.save(force_insert=True)
+    if unless_awaiting_tools:
+        previous = (
+            Message.objects.filter(conversation=conversation, id__lt=message.pk)
+            .order_by("-id")
+            .values_list("role", "tool_calls")
+            .first()
+        )
+        if previous is not None and previous[0] == Role.ASSISTANT and bool(previous[1]):
+            raise ToolResultsPending(conversation.pk)
     if active:
         context_ids_append(conversation, [message.pk])
     changes: dict[str, Any] = {"updated_at": timezone.now()}
@@ -252,10 +289,14 @@ def _store(message: Message, conversation: Conversation, *, active: bool, title:
     Conversation.objects.filter(pk=conversation.pk).update(**changes)
 
 
-def _store_in_one_statement(message: Message, conversation: Conversation, *, active: bool, title: str | None) -> None:
+def _store_in_one_statement(
+    message: Message, conversation: Conversation, *, active: bool, title: str | None, read_previous: bool
+) -> bool:
     """_store as one data-modifying WITH: the insert Django compiles (its defaults, auto_now_add and JSON adapters),
     the context's append and the conversation's touch run on the insert's RETURNING id, in one round trip. The row's
-    tenant is checked as TenantOwned.save checks it (and row-level security again in the database)."""
+    tenant is checked as TenantOwned.save checks it (and row-level security again in the database). With
+    `read_previous`, returns whether the message before it hands an API client its tool calls (the WITH's parts all
+    read the snapshot from before the insert, so the newest message they see is the previous one)."""
     ensure_scope_allows(message.tenant_id)
     database = Message.objects.db
     fields = [field for field in Message._meta.local_concrete_fields if not field.primary_key]
@@ -281,13 +322,23 @@ def _store_in_one_statement(message: Message, conversation: Conversation, *, act
         params = (*params, now)
     touched = f', v AS (UPDATE "memory_conversation" SET {touch} WHERE "id" = %s AND "tenant_id" = %s)'  # noqa: S608 - constant text, values are parameters
     parts.append(touched)
-    parts.append(" SELECT id FROM m")
     params = (*params, conversation.pk, conversation.tenant_id)
+    if read_previous:
+        parts.append(
+            ', p AS (SELECT "role", "tool_calls" FROM "memory_message" '
+            'WHERE "conversation_id" = %s AND "tenant_id" = %s ORDER BY "id" DESC LIMIT 1) '
+            'SELECT id, EXISTS (SELECT 1 FROM p WHERE "role" = %s AND '
+            'jsonb_typeof("tool_calls") = \'array\' AND jsonb_array_length("tool_calls") > 0) FROM m'
+        )
+        params = (*params, conversation.pk, conversation.tenant_id, Role.ASSISTANT.value)
+    else:
+        parts.append(" SELECT id, false FROM m")
     with connections[database].cursor() as cursor:
         cursor.execute("".join(parts), params)
-        message.pk = cursor.fetchone()[0]
+        message.pk, awaiting = cursor.fetchone()
     message._state.adding = False
     message._state.db = database
+    return bool(awaiting)
 
 
 def messages_import(*, conversation: Conversation, messages: Sequence[ChatMessage]) -> list[Message]:

@@ -80,6 +80,8 @@ def test_a_client_tool_is_called_then_its_result_continues_the_turn(
             metadata={"conversation_id": str(first.model_extra["conversation_id"])},
         )
     assert pending.value.code == "tool_results_pending"
+    # Refused by the message's own insert, which its transaction took back: nothing of "and?" is stored.
+    assert [role for role, *_rest in _stored(first.model_extra["conversation_id"])] == ["user", "assistant"]
     history = [*asked, choice.message.model_dump(exclude_none=True),
                {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 C"}]  # fmt: skip
     final = client.chat.completions.create(model=published.solar.slug, messages=history, tools=[WEATHER_TOOL])

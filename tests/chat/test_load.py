@@ -33,15 +33,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Measured: a connect reads the session, the user, the membership and the conversation (4). A chat turn of an agent
 # that was never published, with the tenant's monthly tokens read afresh (LLM_QUOTA_CACHE_SECONDS=0, the worst case):
-# the engine's admission reads the conversation's last message (does it wait for an API client's tool results) and the
-# tenant's monthly tokens (is its budget spent); the message stored (on PostgreSQL one statement with its context
-# append and the conversation's time, elsewhere three); the draft's knowledge bases (its configuration, twice); the
-# context row; the active messages; the quota again (the model call's check); the usage record; the reply, stored as
-# the message was. A published agent's conversation with the quota read kept (the default) reads neither the draft
-# nor the quota: PUBLISHED_TURN_STATEMENTS.
+# the engine's admission reads the tenant's monthly tokens (is its budget spent); the message stored (on PostgreSQL
+# one statement with its context append, the conversation's time and the read of the message before it: does the
+# conversation wait for an API client's tool results; elsewhere four); the draft's knowledge bases (its
+# configuration, twice); the context row; the active messages; the quota again (the model call's check); the usage
+# record; the reply, stored as the message was. A published agent's conversation with the quota read kept (the
+# default) reads neither the draft nor the quota: PUBLISHED_TURN_STATEMENTS.
 CONNECT_STATEMENTS = 4
-TURN_STATEMENTS = {"postgresql": 10, "sqlite": 14}
-PUBLISHED_TURN_STATEMENTS = {"postgresql": 6, "sqlite": 10}
+TURN_STATEMENTS = {"postgresql": 9, "sqlite": 14}
+PUBLISHED_TURN_STATEMENTS = {"postgresql": 5, "sqlite": 10}
 
 
 async def test_a_connect_runs_a_bounded_number_of_statements(member, tenant, conversation):  # noqa: F811
