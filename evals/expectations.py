@@ -46,7 +46,6 @@ QUESTION_MARKERS = (
     "please confirm", "let me know", "which one do you",
 )  # fmt: skip
 FINISH_REFUSED = ("content_filter", "refusal")
-_SENTENCE_END = re.compile(r"[.!?。！？\n]+")
 _JSON_BLOCK = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _TRAILING = " \t\r\n\"'”’」』)）*_`~😀🙂😊"
 
@@ -332,10 +331,6 @@ def is_question(reply: str) -> bool:
     """The reply asks the user something back (the module's docstring says how this is decided)."""
     text = reply.strip().rstrip(_TRAILING)
     if text.endswith(("?", "？")):
-        return True
-    sentences = [part for part in re.split(r"(?<=[.!。！\n])", text) if part.strip()]
-    last = sentences[-1] if sentences else ""
-    if "?" in last or "？" in last:
         return True
     folded = text.casefold()
     return any(marker in folded for marker in QUESTION_MARKERS)
