@@ -18,6 +18,7 @@ from agents.config import agent_config
 from agents.forms import AgentConfigForm
 from agents.limits import MAX_MESSAGE_CHARS, message_limit
 from agents.models import Agent, AgentKind
+from agents.sections import agent_sections
 from agents.selectors import (
     agent_conversation_count,
     agent_conversations_of_user,
@@ -137,6 +138,8 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "conversation_count": agent_conversation_count(agent=agent),
             "may_edit": may_edit,
             "may_try_draft": chat_available and agent.kind != AgentKind.GOAL,
+            # What apps above add to the page (agents.sections): the evaluation's latest run per version.
+            "sections": agent_sections(agent=agent, request=request),
         },
     )
 
