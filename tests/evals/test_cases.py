@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 
 from agents.services import conversation_start
-from evals.models import Case, CaseSource, Dataset, Gate
+from evals.models import Case, CaseSource, Dataset, Gate, Run
 from evals.services import (
     FEEDBACK_DATASET_NAME,
     FEEDBACK_TURNS,
@@ -178,3 +179,73 @@ def test_another_tenants_objects_are_refused_as_not_found(tenant, dataset, other
             assert type(raised.value).__name__ == "DoesNotExist", raised.value
     with tenant_scope(other_dataset.tenant):
         assert other_dataset.cases.count() == 2 and Dataset.objects.get(pk=other_dataset.pk).name == "Theirs"
+
+
+# The admin: datasets with their cases, runs read-only, and the feedback list's action.
+
+
+def _inline_post(dataset, **case) -> dict:
+    data = {
+        "agent": dataset.agent_id, "name": dataset.name, "description": "", "judge_prompt": "",
+        "cases-TOTAL_FORMS": "1", "cases-INITIAL_FORMS": "0", "cases-MIN_NUM_FORMS": "0", "cases-MAX_NUM_FORMS": "1000",
+        "cases-0-position": "5", "cases-0-title": "New", "cases-0-dataset": str(dataset.pk),
+    }  # fmt: skip
+    data.update({f"cases-0-{key}": value for key, value in case.items()})
+    return data
+
+
+def test_the_admin_edits_cases_validated(login, tenant, tenant_admin, dataset):
+    client = login(tenant_admin, tenant)
+    url = reverse("admin:evals_dataset_change", args=[dataset.pk])
+    page = client.get(url)
+    assert page.status_code == 200 and "Greets" in page.content.decode()
+    bad = client.post(url, _inline_post(dataset, turns='["Hi"]', expectations='[{"kind": "contains"}]'))
+    assert bad.status_code == 200 and "Expectation 1: The field &#x27;text&#x27; is required." in bad.content.decode()
+    good = client.post(url, _inline_post(dataset, turns='["Hi"]', expectations='[{"kind": "question"}]'))
+    assert good.status_code == 302
+    with tenant_scope(tenant):
+        assert dataset.cases.get(title="New").expectations == [{"kind": "question"}]
+
+
+def test_the_admin_shows_only_the_tenants_datasets_runs_and_gates(login, tenant, tenant_admin, dataset, other_dataset):
+    with tenant_scope(other_dataset.tenant):
+        run = Run.objects.create(tenant=other_dataset.tenant, dataset=other_dataset, agent=other_dataset.agent)
+        gate = gate_update(agent=other_dataset.agent, enabled=True, dataset=other_dataset, threshold=0.5)
+        their_case = other_dataset.cases.first()
+    client = login(tenant_admin, tenant)
+    listing = client.get(reverse("admin:evals_dataset_changelist")).content.decode()
+    assert "Basics" in listing and "Theirs" not in listing
+    for url in (
+        reverse("admin:evals_dataset_change", args=[other_dataset.pk]),
+        reverse("admin:evals_dataset_delete", args=[other_dataset.pk]),
+        reverse("admin:evals_run_change", args=[run.pk]),
+        reverse("admin:evals_gate_change", args=[gate.pk]),
+    ):
+        response = client.get(url, follow=True)
+        assert response.redirect_chain and "Theirs" not in response.content.decode(), url
+    # Posting their dataset's id as the parent of a new case changes nothing.
+    client.post(reverse("admin:evals_dataset_change", args=[other_dataset.pk]),
+                _inline_post(other_dataset, turns='["x"]', expectations='[{"kind": "refusal"}]'))  # fmt: skip
+    with tenant_scope(other_dataset.tenant):
+        assert other_dataset.cases.count() == 2 and Case.objects.get(pk=their_case.pk).title == "Greets"
+    assert client.get(reverse("admin:evals_run_add")).status_code == 403
+
+
+def test_the_feedback_action_makes_cases_of_the_tenants_thumbs_down(
+    login, tenant, tenant_admin, member, eval_agent, other_agent, other_tenant, other_tenant_admin
+):
+    down = _rated(tenant, eval_agent, member)
+    up = _rated(tenant, eval_agent, member, rating=1)
+    theirs = _rated(other_tenant, other_agent, other_tenant_admin)
+    client = login(tenant_admin, tenant)
+    response = client.post(
+        reverse("admin:memory_feedback_changelist"),
+        {"action": "make_eval_cases", "_selected_action": [down.pk, up.pk, theirs.pk]},
+        follow=True,
+    )
+    body = response.content.decode()
+    assert "Made 1 evaluation case" in body and "1 selected rating was skipped" in body
+    with tenant_scope(tenant):
+        assert list(Case.objects.values_list("feedback_id", flat=True)) == [down.pk]
+    with tenant_scope(other_tenant):
+        assert not Case.objects.exists()
