@@ -477,6 +477,31 @@
     Array.prototype.forEach.call(bar.querySelectorAll("button[data-rating]"), function (button) {
       button.setAttribute("aria-pressed", String(Number(button.dataset.rating) === rating));
     });
+    var makeCase = bar.querySelector(".chat-feedback-case");
+    if (makeCase) makeCase.hidden = rating !== -1;
+  }
+
+  // Owners and admins turn a 👎 reply into an evaluation case (templates/chat/_feedback.html's button carries the
+  // URL and its words); a second click answers the same case. The note links to the case.
+  function makeTestCase(item, bar, button) {
+    var note = bar.querySelector(".chat-feedback-note");
+    var headers = { "X-CSRFToken": config.csrfToken || "" };
+    var url = button.dataset.url.replace("/0/", "/" + item.dataset.messageId + "/");
+    button.disabled = true;
+    return window.fetch(url, { method: "POST", headers: headers, credentials: "same-origin" })
+      .then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.json();
+      })
+      .then(function (made) {
+        if (!note) return;
+        note.textContent = format(button.dataset.made, { dataset: made.dataset_name }) + " ";
+        var link = el("a", "chat-feedback-case-link", button.dataset.open);
+        link.href = made.url;
+        note.appendChild(link);
+      })
+      .catch(function () { if (note) note.textContent = button.dataset.failed; })
+      .then(function () { button.disabled = false; });
   }
 
   function wireFeedback(item, bar) {
@@ -492,6 +517,8 @@
         postFeedback(item, { rating: rating }, bar);
       });
     });
+    var makeCase = bar.querySelector(".chat-feedback-case");
+    if (makeCase) makeCase.addEventListener("click", function () { makeTestCase(item, bar, makeCase); });
     if (commentForm) {
       commentForm.addEventListener("submit", function (event) {
         event.preventDefault();
