@@ -8,13 +8,21 @@ host), each redirect is checked again, and the download is bounded in bytes (ATT
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import httpx
 from django.utils.translation import gettext as _
 
 from core.conf import setting
-from core.netguard import DEFAULT_BLOCKED_NETWORKS, Network, UnresolvedHost, check_url, networks
+from core.netguard import (
+    DEFAULT_BLOCKED_NETWORKS,
+    Network,
+    Pinned,
+    UnresolvedHost,
+    bounded_body,
+    check_url,
+    networks,
+    pinned_response,
+)
 
 MAX_REDIRECTS = 3
 USER_AGENT = "agentplat-attachments/1"
@@ -36,14 +44,7 @@ def _timeout() -> float:
     return float(setting("ATTACHMENT_URL_TIMEOUT"))
 
 
-@dataclass(frozen=True)
-class _Target:
-    url: httpx.URL
-    host: str
-    address: str
-
-
-async def _checked(url: httpx.URL) -> _Target:
+async def _checked(url: httpx.URL) -> Pinned:
     """The URL's host resolved once, every address outside the blocked networks."""
     if url.scheme not in ("http", "https"):
         raise FetchRefused(_("Only http:// and https:// image URLs are fetched."))
@@ -53,38 +54,27 @@ async def _checked(url: httpx.URL) -> _Target:
         raise FetchRefused(_("The host of the image URL does not resolve.")) from None
     if checked.private:
         raise FetchRefused(_("The image URL points to a private or reserved address, which is never fetched."))
-    return _Target(url=url, host=checked.host, address=checked.address)
+    return Pinned(url=url, host=checked.host, address=checked.address)
 
 
-async def _body(response: httpx.Response, limit: int) -> bytes:
-    chunks, size = [], 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise FetchRefused(_("The image at the URL is larger than %(max)s MB.") % {"max": limit // (1024 * 1024)})
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _too_many() -> FetchRefused:
+    return FetchRefused(_("The image URL redirects more than %(max)s times.") % {"max": MAX_REDIRECTS})
 
 
 async def _download(client: httpx.AsyncClient, url: httpx.URL, limit: int) -> bytes:
-    for _hop in range(MAX_REDIRECTS + 1):
-        target = await _checked(url)
-        request = client.build_request(
-            "GET", url.copy_with(host=target.address),
-            headers={"Host": url.netloc.decode("ascii"), "User-Agent": USER_AGENT, "Accept": "image/*, */*;q=0.5"},
-            extensions={"sni_hostname": target.host} if url.scheme == "https" else {},
-        )  # fmt: skip
-        response = await client.send(request, stream=True)
-        try:
-            if response.is_redirect and "location" in response.headers:
-                url = url.join(response.headers["location"])
-                continue
-            if response.status_code != 200:
-                raise FetchRefused(_("The image URL answered HTTP %(status)s.") % {"status": response.status_code})
-            return await _body(response, limit)
-        finally:
-            await response.aclose()
-    raise FetchRefused(_("The image URL redirects more than %(max)s times.") % {"max": MAX_REDIRECTS})
+    headers = {"User-Agent": USER_AGENT, "Accept": "image/*, */*;q=0.5"}
+    pinned = pinned_response(
+        client, "GET", url, check=_checked, too_many_redirects=_too_many, max_redirects=MAX_REDIRECTS, headers=headers
+    )
+    async with pinned as (_url, response):
+        if response.status_code != 200:
+            raise FetchRefused(_("The image URL answered HTTP %(status)s.") % {"status": response.status_code})
+        megabytes = limit // (1024 * 1024)
+        return await bounded_body(
+            response,
+            limit,
+            lambda: FetchRefused(_("The image at the URL is larger than %(max)s MB.") % {"max": megabytes}),
+        )
 
 
 async def fetch_image(url: str) -> bytes:

@@ -1,14 +1,19 @@
 """Which network addresses the platform refuses to send requests to on a tenant's behalf: the http_request tool's
-hosts and model providers' base URLs (server-side request forgery: a tenant must not reach the platform's own
-network, its loopback or a cloud metadata service)."""
+hosts, model providers' base URLs and the image URLs of /v1 content parts (server-side request forgery: a tenant must
+not reach the platform's own network, its loopback or a cloud metadata service); and the one request loop that goes
+only to checked addresses, redirects included (`pinned_response`)."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
+
+import httpx
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 # (host, port) -> the addresses it resolves to; resolve_host unless a caller brings its own.
@@ -107,3 +112,78 @@ def check_url(url: str, blocked: list[Network] | None = None, resolver: Resolver
     blocked = blocked if blocked is not None else networks()
     private = any(address_blocked(address, blocked) for address in addresses)
     return CheckedURL(host=host, port=port, addresses=tuple(addresses), private=private)
+
+
+# --- a request that goes only where it was checked ---------------------------------------------------------------
+#
+# The http_request tool and the image-URL download share this loop: each hop's host is checked by the caller (its
+# own rules and words), the request goes to the checked address with the name as Host header and TLS server name
+# (DNS rebinding between the check and the connection cannot reach an internal host), and every redirect is checked
+# again. No cookie survives a hop (a client's jar is keyed by the address connected to, not by the name).
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A URL whose host the caller checked: the connection goes to `address`, named `host`."""
+
+    url: httpx.URL
+    host: str
+    address: str
+
+
+# Headers a redirect to another host keeps; any other (credentials under any name) was meant for the first host only.
+CROSS_HOST_HEADERS = frozenset({"accept", "accept-language", "content-type", "user-agent"})
+
+
+@asynccontextmanager
+async def pinned_response(
+    client: httpx.AsyncClient,
+    method: str,
+    url: httpx.URL,
+    *,
+    check: Callable[[httpx.URL], Awaitable[Pinned]],
+    too_many_redirects: Callable[[], Exception],
+    max_redirects: int,
+    headers: dict[str, str] | None = None,
+    json: Any = None,
+) -> AsyncIterator[tuple[httpx.URL, httpx.Response]]:
+    """The final (url, streamed response) of `method url`, each hop's host passed through `check` (which raises the
+    caller's own refusal); redirects followed up to `max_redirects` (then `too_many_redirects()` is raised), a 301,
+    302 or 303 turning the request into a body-less GET, and a hop to another host keeping only CROSS_HOST_HEADERS.
+    The client must not follow redirects itself."""
+    headers = dict(headers or {})
+    for _hop in range(max_redirects + 1):
+        target = await check(url)
+        client.cookies.clear()
+        request = client.build_request(
+            method,
+            url.copy_with(host=target.address),
+            headers={**headers, "Host": url.netloc.decode("ascii")},
+            json=json if json is not None and method != "GET" else None,
+            extensions={"sni_hostname": target.host} if url.scheme == "https" else {},
+        )
+        response = await client.send(request, stream=True)
+        try:
+            if not (response.is_redirect and "location" in response.headers):
+                yield url, response
+                return
+            following = url.join(response.headers["location"])
+            if (following.scheme, following.netloc) != (url.scheme, url.netloc):
+                headers = {key: value for key, value in headers.items() if key.lower() in CROSS_HOST_HEADERS}
+            if response.status_code not in (307, 308):
+                method, json = "GET", None
+            url = following
+        finally:
+            await response.aclose()
+    raise too_many_redirects()
+
+
+async def bounded_body(response: httpx.Response, limit: int, too_large: Callable[[], Exception]) -> bytes:
+    """The response's body, raising `too_large()` as soon as it passes `limit` bytes (never read whole first)."""
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -22,15 +21,20 @@ from agents.tools.base import Tool, ToolCallContext, ToolError, ToolResult
 from agents.tools.registry import register_tool
 from core.conf import setting
 from core.db import database_sync_to_async
-from core.netguard import DEFAULT_BLOCKED_NETWORKS, address_blocked, networks, resolve_host
+from core.netguard import (
+    DEFAULT_BLOCKED_NETWORKS,
+    Pinned,
+    address_blocked,
+    bounded_body,
+    networks,
+    pinned_response,
+    resolve_host,
+)
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
 MAX_REDIRECTS = 5
 
-# Headers that survive a redirect to another host; any other header the model set (credentials under any name:
-# Authorization, X-Api-Key, a token...) is meant for the first host only.
-_CROSS_HOST_HEADERS = {"accept", "accept-language", "content-type", "user-agent"}
 _DROPPED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "upgrade"}
 
 
@@ -51,14 +55,7 @@ def _allowed_patterns(tenant: Tenant) -> list[str]:
         return list(ToolHttpAllowedHost.objects.filter(tenant=tenant).values_list("host", flat=True))
 
 
-@dataclass
-class _Target:
-    url: httpx.URL
-    host: str
-    address: str
-
-
-async def _check_url(url: httpx.URL, patterns: list[str]) -> _Target:
+async def _check_url(url: httpx.URL, patterns: list[str]) -> Pinned:
     """The URL's host checked against the allow-list and resolved to an address outside the blocked networks."""
     if url.scheme not in ("http", "https"):
         raise ToolError(_("Only http:// and https:// URLs can be requested, not %(url)s.") % {"url": url})
@@ -86,7 +83,7 @@ async def _check_url(url: httpx.URL, patterns: list[str]) -> _Target:
             _("The host %(host)s resolves to a private or reserved address; such addresses cannot be requested.")
             % {"host": host}
         )
-    return _Target(url=url, host=host, address=addresses[0])
+    return Pinned(url=url, host=host, address=addresses[0])
 
 
 def _content(response: httpx.Response, body: bytes) -> Any:
@@ -103,47 +100,33 @@ async def _fetch(
     method: str, url: httpx.URL, headers: dict[str, str], body: Any, patterns: list[str], timeout: float
 ) -> dict:
     max_bytes = int(setting("HTTP_TOOL_MAX_BYTES"))
+
+    async def check(hop: httpx.URL) -> Pinned:
+        return await _check_url(hop, patterns)
+
+    def too_many() -> ToolError:
+        return ToolError(_("Too many redirects (more than %(count)s).") % {"count": MAX_REDIRECTS})
+
     async with httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=timeout) as client:
-        for _hop in range(MAX_REDIRECTS + 1):
-            target = await _check_url(url, patterns)
-            client.cookies.clear()  # the jar is keyed by the address connected to, not by the host name
-            request_headers = {**headers, "Host": url.netloc.decode("ascii")}
-            request = client.build_request(
-                method,
-                url.copy_with(host=target.address),
-                headers=request_headers,
-                json=body if body is not None and method != "GET" else None,
-                extensions={"sni_hostname": target.host} if url.scheme == "https" else {},
+        pinned = pinned_response(
+            client, method, url, check=check, too_many_redirects=too_many, max_redirects=MAX_REDIRECTS,
+            headers=headers, json=body,
+        )  # fmt: skip
+        async with pinned as (final, response):
+            content = await bounded_body(
+                response,
+                max_bytes,
+                lambda: ToolError(
+                    _("The response of %(url)s is larger than %(limit)s bytes; request a smaller resource.")
+                    % {"url": final, "limit": max_bytes}
+                ),
             )
-            response = await client.send(request, stream=True)
-            try:
-                if response.is_redirect and "location" in response.headers:
-                    next_url = url.join(response.headers["location"])
-                    if (next_url.scheme, next_url.netloc) != (url.scheme, url.netloc):
-                        # What was meant for one host (credentials under any header name) is not handed to the next.
-                        headers = {k: v for k, v in headers.items() if k.lower() in _CROSS_HOST_HEADERS}
-                    url = next_url
-                    if response.status_code not in (307, 308):
-                        method, body = "GET", None
-                    continue
-                chunks, size = [], 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise ToolError(
-                            _("The response of %(url)s is larger than %(limit)s bytes; request a smaller resource.")
-                            % {"url": url, "limit": max_bytes}
-                        )
-                    chunks.append(chunk)
-            finally:
-                await response.aclose()
             return {
                 "status": response.status_code,
-                "url": str(url),
+                "url": str(final),
                 "content_type": response.headers.get("content-type", ""),
-                "body": _content(response, b"".join(chunks)),
+                "body": _content(response, content),
             }
-    raise ToolError(_("Too many redirects (more than %(count)s).") % {"count": MAX_REDIRECTS})
 
 
 @register_tool

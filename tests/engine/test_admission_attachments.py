@@ -244,7 +244,9 @@ async def test_a_busy_conversation_stores_no_file(tenant, member, scripted_llm, 
     first = await admit(caller=caller, target=Target(agent=agent), content="hello", client_id="c1")
     second = await admit(
         caller=caller, target=Target(conversation_id=first.conversation.pk), content="and this", client_id="c2",
-        uploads=[Upload("menu.png", menu_png())],
+        # A text file: read at once, so the first turn still runs however busy the machine (an image's OCR could
+        # outlast it).
+        uploads=[Upload("notes.txt", b"Opening hours: 9 to 5.")],
     )  # fmt: skip
     await wait_turns()
     assert isinstance(second, Refusal) and second.code == RefusalCode.BUSY
