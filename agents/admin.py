@@ -9,6 +9,7 @@ from django.utils.translation import ngettext
 from agents.forms import AgentForm
 from agents.goal.models import GoalRun, GoalStep
 from agents.models import Agent, AgentVersion, ToolHttpAllowedHost, Workflow, WorkflowRun
+from agents.publishgate import PublishRefused
 from agents.services import agent_publish
 from memory.feedback import feedback_annotations, feedback_counts, feedback_totals
 from tenants.admin import TenantOwnedAdmin, TenantOwnedAdminMixin
@@ -86,7 +87,11 @@ class AgentAdmin(TenantOwnedAdmin):
     def publish(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
         count = 0
         for agent in queryset:
-            agent_publish(agent=agent, user=request.user)
+            try:
+                agent_publish(agent=agent, user=request.user)
+            except PublishRefused as refused:
+                self.message_user(request, f"{agent.name}: {refused.message}", messages.ERROR)
+                continue
             count += 1
         self.message_user(
             request,

@@ -224,6 +224,9 @@ class AgentVersion(TenantOwned):
         related_name="+",
         verbose_name=_("published by"),
     )
+    # The publish gate's decision that let this version through (agents.publishgate): the evaluation run and pass
+    # rates it read, or {"required": false} when no gate was asked.
+    gate = models.JSONField(_("publish gate"), default=dict, blank=True, editable=False)
 
     class Meta:
         ordering = ["agent", "-number"]

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils.translation import gettext as _
 
+from agents import publishgate
 from agents.config import agent_config, published_config
 from agents.models import Agent, AgentVersion
 from agents.settings_table import SETTINGS
@@ -62,11 +63,15 @@ def agent_update(*, agent: Agent, **fields: Any) -> Agent:
 
 
 @transaction.atomic
-def agent_publish(*, agent: Agent, user: AbstractBaseUser | None) -> AgentVersion:
-    """Freeze the draft as the next version (1, 2, ...); new conversations use it."""
+def agent_publish(*, agent: Agent, user: AbstractBaseUser | None, gate: bool = True) -> AgentVersion:
+    """Freeze the draft as the next version (1, 2, ...); new conversations use it. With `gate` the agent's publish
+    gate decides first (agents.publishgate: PublishRefused when it refuses) and its decision is kept on the version."""
     # Lock the agent row so that two publishes cannot take the same number.
     Agent.objects.select_for_update().filter(pk=agent.pk).first()
     agent.full_clean()
+    decision = publishgate.decide(agent) if gate else publishgate.not_required()
+    if not decision.allowed:
+        raise publishgate.PublishRefused(decision)
     last = agent.versions.aggregate(last=Max("number"))["last"] or 0
     return AgentVersion.objects.create(
         tenant_id=agent.tenant_id,
@@ -74,6 +79,7 @@ def agent_publish(*, agent: Agent, user: AbstractBaseUser | None) -> AgentVersio
         number=last + 1,
         snapshot=agent.snapshot(),
         published_by=user if user is not None and user.is_authenticated else None,
+        gate=decision.record,
     )
 
 
@@ -88,7 +94,7 @@ def agent_ensure(*, tenant: Tenant, spec: dict[str, Any]) -> tuple[Agent, bool]:
         agent = agent_update(agent=agent, **fields)
     published = agent.published_version()
     if published is None or published.snapshot != agent.snapshot():
-        agent_publish(agent=agent, user=None)
+        agent_publish(agent=agent, user=None, gate=False)
         return agent, True
     return agent, False
 

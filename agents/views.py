@@ -18,6 +18,7 @@ from agents.config import agent_config
 from agents.forms import AgentConfigForm
 from agents.limits import MAX_MESSAGE_CHARS, message_limit
 from agents.models import Agent, AgentKind
+from agents.publishgate import PublishRefused
 from agents.sections import agent_sections
 from agents.selectors import (
     agent_conversation_count,
@@ -165,6 +166,8 @@ def agent_publish_view(request: HttpRequest, agent_id: int) -> HttpResponse:
             version = agent_publish(agent=agent, user=request.user)
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
+        except PublishRefused as refused:
+            messages.error(request, refused.message)
         else:
             messages.success(
                 request,

@@ -27,6 +27,7 @@ from rest_framework.views import exception_handler
 from agents.export import AgentImportError, agent_export, agent_import, export_filename
 from agents.limits import MAX_MESSAGE_CHARS
 from agents.models import Agent, AgentKind, MemoryExtraction, Workflow, WorkflowRun
+from agents.publishgate import PublishRefused
 from agents.runtime import TurnStatus
 from agents.services import agent_create, agent_publish, agent_update, conversation_start
 from agents.workflows.schema import WorkflowValidationError
@@ -266,10 +267,14 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet)
     @extend_schema(request=None, responses={201: VersionSerializer})
     @action(detail=True, methods=["post"])
     def publish(self, request: Request, pk: str | None = None) -> Response:
-        """Freeze the draft as the next version (owners and admins)."""
+        """Freeze the draft as the next version (owners and admins). 409 `publish_gate` when the agent's publish
+        gate refuses it (docs/evaluation.md)."""
         agent = self.get_object()
         require_administrator(request)
-        version = agent_publish(agent=agent, user=request.user)
+        try:
+            version = agent_publish(agent=agent, user=request.user)
+        except PublishRefused as refused:
+            return _error(status.HTTP_409_CONFLICT, "publish_gate", refused.message)
         return Response({"agent": version.agent_id, "number": version.number}, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: AgentYamlSerializer})
@@ -436,6 +441,8 @@ class ConversationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiV
         if (fake := self.schema_queryset()) is not None:
             return fake
         conversations = Conversation.objects.filter(parent__isnull=True).order_by("-updated_at", "-id")
+        if self.action == "list":  # an evaluation run's conversations are opened from its results, never listed
+            conversations = conversations.exclude(source=ConversationSource.EVAL)
         if not administers(self.request):
             # A member's list: their own conversations, never a test of an agent's draft (administrators only).
             conversations = conversations.filter(user_id=self.request.user.pk, is_test=False)

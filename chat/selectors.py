@@ -20,7 +20,16 @@ from core.markdown import render_markdown
 from engine.streams import get_frame_log
 from llm.errors import message_for
 from memory.attachments import attachment_info
-from memory.models import Attachment, Conversation, ConversationContext, Feedback, Message, MessageStatus, Role
+from memory.models import (
+    Attachment,
+    Conversation,
+    ConversationContext,
+    ConversationSource,
+    Feedback,
+    Message,
+    MessageStatus,
+    Role,
+)
 from memory.overflow import STRATEGY_SUMMARIZE
 from plans.models import Plan
 from toolservers.models import FUNCTION_PREFIX
@@ -30,6 +39,7 @@ def conversation_list(*, user: AbstractBaseUser, with_tests: bool = False) -> li
     """The scope's conversations of `user`, newest first (admins open others' by URL, the list shows their own);
     test conversations of a draft only `with_tests` (for an administrator: a member opens none)."""
     conversations = Conversation.objects.filter(user=user, parent__isnull=True)  # a plan step's are internal
+    conversations = conversations.exclude(source=ConversationSource.EVAL)  # an evaluation run's: its own pages
     if not with_tests:
         conversations = conversations.filter(is_test=False)
     return list(conversations.select_related("agent").order_by("-updated_at", "-pk")[:200])

@@ -6,3 +6,11 @@ class EvalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "evals"
     verbose_name = _("Evaluation")
+
+    def ready(self) -> None:
+        # The run's Celery task registers by import; the publish gate fills the agents app's slot (agents sits
+        # below evals and does not import it).
+        from agents.publishgate import register_publish_gate
+        from evals import gate, tasks  # noqa: F401
+
+        register_publish_gate(gate.decide)

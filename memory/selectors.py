@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Sum
 
-from memory.models import Conversation, OverflowMetric
+from memory.models import Conversation, ConversationSource, OverflowMetric
 from tenants.access import may_administer
 
 METRIC_FIELDS = ("triggers", "summaries_made", "summaries_failed", "summaries_retried", "tokens_saved")
@@ -30,5 +30,7 @@ def access_conversation(*, conversation_id: int, user: Any, membership: Any) -> 
     """
     conversations = Conversation.objects.select_related("agent", "version", "provider", "tenant", "context", "user")
     if not may_administer(user=user, membership=membership):
-        conversations = conversations.filter(user_id=user.pk, parent__isnull=True, is_test=False)
+        conversations = conversations.filter(user_id=user.pk, parent__isnull=True, is_test=False).exclude(
+            source=ConversationSource.EVAL  # an evaluation run's are its administrators' (a run's results link them)
+        )
     return conversations.get(pk=conversation_id)
