@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 from django.utils.translation import gettext as _
 
-from evals.models import ExpectationKind
+from evals.models import MAX_SCORE, MIN_SCORE, ExpectationKind
 
 if TYPE_CHECKING:
     from evals.judge import Judge
 
 # How long a text field may be (a pattern, a rubric, an expected text), and how deep a schema or arguments.
 MAX_TEXT_CHARS = 4000
-MIN_SCORE, MAX_SCORE, DEFAULT_MIN_SCORE = 1, 5, 4
+DEFAULT_MIN_SCORE = 4
 
 # A refusal says so at its start: a marker later in the reply ("you cannot miss it") is not one.
 REFUSAL_OPENING = 160

@@ -20,8 +20,7 @@ from django.utils.translation import gettext as _
 
 from agents.config import published_config
 from agents.modelcall import AgentModel
-from evals.expectations import MAX_SCORE, MIN_SCORE
-from evals.models import Dataset
+from evals.models import MAX_SCORE, MIN_SCORE, Dataset
 from llm.messages import ChatMessage
 from llm.models import Purpose
 from llm.options import ChatRequest
@@ -40,7 +39,7 @@ Answer with one JSON object and nothing else:
 # A judge's answer is short: asking for more than this would only cost the tenant.
 JUDGE_MAX_TOKENS = 300
 # The model calls of the judge are recorded with this purpose (llm.models.Purpose).
-JUDGE_PURPOSE = Purpose.CHAT
+JUDGE_PURPOSE = Purpose.JUDGE
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 

@@ -36,6 +36,10 @@ class ExpectationKind(models.TextChoices):
     RUBRIC = "rubric", _("rubric (judge model)")
 
 
+# A rubric's score, as the judge gives it.
+MIN_SCORE, MAX_SCORE = 1, 5
+
+
 class CaseSource(models.TextChoices):
     MANUAL = "manual", _("written by hand")
     IMPORT = "import", _("imported")

@@ -187,6 +187,7 @@ class Purpose(models.TextChoices):
     PLAN = "plan", _("plan")
     EXTRACT = "extract", _("extract")
     EMBED = "embed", _("embed")
+    JUDGE = "judge", _("evaluation judge")
 
 
 class CallStatus(models.TextChoices):

@@ -10,9 +10,10 @@ import pytest
 
 from core.db import database_sync_to_async
 from evals.expectations import Observed, check_all
-from evals.judge import DEFAULT_JUDGE_PROMPT, JudgeScore, judge_for, parse_score
+from evals.judge import DEFAULT_JUDGE_PROMPT, JudgeScore, judge_for, judge_message, parse_score
 from evals.services import dataset_update
 from llm import errors
+from llm.demo import demo_engine
 from llm.errors import LLMError
 from llm.models import LLMCall
 from tenants.scope import tenant_scope
@@ -118,3 +119,12 @@ def test_parse_score_reads_a_fenced_or_wordy_answer():
 
 def test_the_default_prompt_asks_for_the_json_score():
     assert '"score"' in DEFAULT_JUDGE_PROMPT and '"reason"' in DEFAULT_JUDGE_PROMPT and "1 to 5" in DEFAULT_JUDGE_PROMPT
+
+
+def test_the_offline_demo_model_judges_a_rubric_with_a_fixed_score_it_says_is_a_demos():
+    """A dataset with rubrics runs on the embedded default: the demo model answers the judge's message (its own
+    rule, llm/scripts/demo.yaml) with a score the judge reads, and says it did not really judge."""
+    message = judge_message(rubric=RUBRIC["rubric"], turns=["Which way?"], reply="Face them south.")
+    plan = demo_engine().plan({"model": "demo-scripted", "messages": [{"role": "user", "content": message}]})
+    score, reason = parse_score(plan.completion["choices"][0]["message"]["content"])
+    assert score == 4 and "演示" in reason and "Demo model" in reason
