@@ -378,7 +378,12 @@ def _recall(
 ) -> Recalled:
     """The turn's long-term memories; a failure of recall is logged and the turn goes on without them."""
     try:
-        return recall_for_turn(conversation, user_message.content, model=config.model or "gpt-4", context=context)
+        # The recall budget is a share of the window the model is held to: its provider's, or the overflow's cap.
+        window = config.provider.context_window(config.model or None) if config.provider is not None else None
+        window = min((w for w in (window, config.overflow.max_tokens) if w), default=None)
+        return recall_for_turn(
+            conversation, user_message.content, model=config.model or "gpt-4", window=window, context=context
+        )
     except Exception:
         logger.exception("memory recall failed conversation=%s", conversation.pk)
         return Recalled()

@@ -48,14 +48,15 @@ resolved against). Methods, side by side in one run:
   vector   cosine of the local MiniLM over the turns;
   hybrid   the knowledge bases' hybrid over the turns (collection_rank.rank_collection: BM25 and vectors
            fused by z-scores).
-Columns added after them (issue 30): "shown", what the reply actually sees (the walked events the passages fit
-in the timeline's share of the recall budget, MEMORY_RECALL_TOKENS / 2, in the walk's order, mapped to turns the
-same way, first 10); "walk0", memory with the walk off (depth 0). Extra rows: "walk-only", the questions with two or
-more evidence turns of which one shares no keyword term with the question (only a walk from the others reaches
-it); "dev halves", each conversation alone (recall@10, multi-hop all@10, temporal, walk-only) with the walk's gain
-and shown - hybrid. --tune NAME=V1,V2 (repeatable) tries values of a constant (MEMORY_* settings, walk.X, store.X)
-on each half: the value best on one half (recall@10 + multi-hop all@10) is kept only if it also beats the current
-value on the other half.
+Columns added after them (issue 30): "shown", what the reply actually sees (the walked events the passages fit in
+the timeline's share of the recall budget, recall.recall_budget(--window) x recall.EVENTS_SHARE, in the walk's
+order, mapped to turns the same way, first 10; --shown-at B adds the same within a recall budget of B tokens);
+"walk0", memory with the walk off (depth 0), "shown0" what the reply sees with it off. Extra rows: "walk-only", the
+questions with two or more evidence turns of which one shares no keyword term with the question (only a walk from
+the others reaches it); "dev halves", each conversation alone (recall@10, multi-hop all@10, temporal, walk-only)
+with the walk's gain and shown - hybrid. --tune NAME=V1,V2 (repeatable) tries values of a constant (MEMORY_*
+settings, walk.X, store.X) on each half: the value best on one half (recall@10 + multi-hop all@10) is kept only if
+it also beats the current value on the other half.
 
 Cost on the reply path: --events N (default 10,000) events for one user, made from the stored LoCoMo graph by
 copying it (each copy of an event a slightly perturbed text with its own hash, its vector plus Gaussian noise,
@@ -109,11 +110,15 @@ SETS = {
 POSTGRES_URL = "postgres://agentplat@127.0.0.1:5432/memory_recall_bench"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 METHODS = ("memory", "bm25", "vector", "hybrid")
-COLUMNS = (*METHODS, "shown", "walk0")  # the table's columns: the methods, what the reply sees, the walk off
+# The table's columns: the methods, what the reply sees, the walk off (memory and what the reply sees).
+COLUMNS = (*METHODS, "shown", "walk0", "shown0")
 TOP = 10
 GOAL_RECALL = 0.75
 GOAL_ALL = 0.30
 GOAL_P95_MS = 30.0
+DEMO_WINDOW = 32768  # the demo model's window (llm.services.DEMO_CHAT_MODELS), the bench's default --window
+SHOWN_AT: list[int] = []  # --shown-at: recall budgets whose "shown" is a column too (shown@B)
+WINDOW = {"tokens": None}  # the agent model's context window "shown" is packed for (--window; None: unknown)
 
 
 # --- data ----------------------------------------------------------------------------------------------------------
@@ -367,23 +372,30 @@ class TurnIndex:
         return [self.dia[i] for i, _ in ranked]
 
 
-def memory_turns(owner, sample: Sample, query: str, depth: int | None = None) -> tuple[list[str], list[str]]:
-    """The turns the event graph recalls for `query` (the walk's order, first TOP) and those the reply sees (the
-    events the timeline shows, in the walk's order, first TOP); `depth` 0 is the walk off."""
+def memory_turns(owner, sample: Sample, query: str, depth: int | None = None) -> dict[str, list[str]]:
+    """The turns the event graph recalls for `query` ("memory": the walk's order, first TOP) and those the reply
+    sees ("shown": the events the timeline shows within the recall budget, in the walk's order, first TOP; and
+    "shown@B" for each recall budget B of --shown-at); `depth` 0 is the walk off."""
     from core.conf import setting
     from memory.longterm import events as event_graph
+    from memory.longterm.recall import EVENTS_SHARE, recall_budget
 
     depth = int(setting("MEMORY_EXPAND_DEPTH")) if depth is None else depth
     asked = sample.sessions[-1].when + dt.timedelta(days=1)  # the questions come after the last session
     walked = event_graph.events_walk(owner, query, top_k=int(setting("MEMORY_EVENTS_TOP_K")), depth=depth, now=asked)
-    _, shown = event_graph.timeline(walked, budget_tokens=int(setting("MEMORY_RECALL_TOKENS")) // 2)
-    visible = {event.pk for event in shown}
 
     def turns_of(events) -> list[str]:
         dia = (sample.message_dia.get(pk) for event in events for pk in event.source_message_ids)
         return [d for d in dict.fromkeys(dia) if d is not None][:TOP]
 
-    return turns_of(walked.events), turns_of([event for event in walked.events if event.pk in visible])
+    def shown_within(budget: int) -> list[str]:
+        visible = {event.pk for event in event_graph.timeline(walked, budget_tokens=int(budget * EVENTS_SHARE))[1]}
+        return turns_of([event for event in walked.events if event.pk in visible])
+
+    turns = {"memory": turns_of(walked.events), "shown": shown_within(recall_budget(WINDOW["tokens"]))}
+    for budget in SHOWN_AT:
+        turns[f"shown@{budget}"] = shown_within(budget)
+    return turns
 
 
 def walk_only(sample: Sample, question: Question) -> bool:
@@ -424,10 +436,11 @@ def evaluate(samples: list[Sample], owners: dict[str, object], methods=METHODS) 
             clear_query_vectors()
             ranked = {}
             started = time.perf_counter()
-            ranked["memory"], ranked["shown"] = memory_turns(owners[sample.sample_id], sample, question.text)
+            ranked.update(memory_turns(owners[sample.sample_id], sample, question.text))
             times["memory"].append(time.perf_counter() - started)
             if index is not None:
-                ranked["walk0"] = memory_turns(owners[sample.sample_id], sample, question.text, depth=0)[0]
+                off = memory_turns(owners[sample.sample_id], sample, question.text, depth=0)
+                ranked["walk0"], ranked["shown0"] = off["memory"], off["shown"]
             for method in methods[1:]:
                 started = time.perf_counter()
                 ranked[method] = index.rank(method, question.text)
@@ -448,7 +461,7 @@ def _mean(values: list[float]) -> float:
 
 def print_table(title: str, rows: dict, keys: list, label) -> None:
     print(f"\n{title}: evidence recall@{TOP}")
-    print(f"  {'':26s}" + "".join(f"{method:>9s}" for method in COLUMNS) + "   memory/hybrid")
+    print(f"  {'':26s}" + "".join(f"{method:>11s}" for method in COLUMNS) + "   memory/hybrid")
     for key in keys:
         scores = rows.get(key)
         if scores is None:
@@ -456,14 +469,14 @@ def print_table(title: str, rows: dict, keys: list, label) -> None:
         n = len(scores.recall["memory"])
         values = [_mean(scores.recall[method]) for method in COLUMNS]
         ratio = values[0] / values[3] if values[3] else float("nan")
-        print(f"  {label(key) + f' ({n})':26s}" + "".join(f"{value:9.3f}" for value in values) + f"   {ratio:9.3f}")
+        print(f"  {label(key) + f' ({n})':26s}" + "".join(f"{value:11.3f}" for value in values) + f"   {ratio:9.3f}")
         if key in (1, "walk-only"):
             values = [_mean(scores.complete[method]) for method in COLUMNS]
             ratio = values[0] / values[3] if values[3] else float("nan")
-            print(f"  {'  all evidence@10':26s}" + "".join(f"{value:9.3f}" for value in values) + f"   {ratio:9.3f}")
+            print(f"  {'  all evidence@10':26s}" + "".join(f"{value:11.3f}" for value in values) + f"   {ratio:9.3f}")
 
 
-HALF_COLUMNS = ("memory", "walk0", "shown", "hybrid")
+HALF_COLUMNS = ("memory", "walk0", "shown", "shown0", "hybrid")
 
 
 def print_halves(by_sample: dict, samples: list[Sample]) -> None:
@@ -496,7 +509,7 @@ def print_splits(by_sample: dict, samples: list[Sample]) -> None:
     if not splits:
         return
     print(f"\nthe set's halves: evidence recall@{TOP} (dev: to tune on; check: to confirm on)")
-    print(f"  {'':38s}" + "".join(f"{column:>9s}" for column in COLUMNS) + "   memory/hybrid  shown-hybrid")
+    print(f"  {'':38s}" + "".join(f"{column:>11s}" for column in COLUMNS) + "   memory/hybrid  shown-hybrid")
     for split in splits:
         ids = [sample.sample_id for sample in samples if sample.split == split]
         for name, category, kind in (("recall@10", "all", "recall"), ("multi-hop all@10", 1, "complete")):
@@ -510,7 +523,7 @@ def print_splits(by_sample: dict, samples: list[Sample]) -> None:
                 continue
             label = f"{split} {name} ({len(ids)} conv., {len(getattr(table, kind)['memory'])} q.)"
             print(
-                f"  {label:38s}" + "".join(f"{values[column]:9.3f}" for column in COLUMNS)
+                f"  {label:38s}" + "".join(f"{values[column]:11.3f}" for column in COLUMNS)
                 + f"   {values['memory'] / values['hybrid'] if values['hybrid'] else float('nan'):13.3f}"
                 + f"  {values['shown'] - values['hybrid']:+12.3f}"
             )  # fmt: skip
@@ -704,7 +717,7 @@ def measure_latency(conversation, questions: list[str], rounds: int) -> None:
     context = ConversationContext.objects.filter(conversation=conversation).first()
 
     def recall_for_turn(conversation, question):
-        return recall(conversation, question, context=context)
+        return recall(conversation, question, window=WINDOW["tokens"], context=context)
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -757,6 +770,14 @@ def main() -> None:
         "--tune", action="append", default=[], metavar="NAME=V1,V2",
         help="try values of a constant on each dev half (MEMORY_EVENTS_TOP_K=5,10; walk.HOP_SHARE=0.25,0.5)",
     )  # fmt: skip
+    parser.add_argument(
+        "--window", type=int, default=DEMO_WINDOW,
+        help=f"the agent model's context window the recall budget is a share of (default {DEMO_WINDOW}; 0: unknown)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--shown-at", default="", metavar="B1,B2",
+        help="also what the reply sees within these recall budgets (tokens), as columns shown@B",
+    )  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL bench database")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "agentplat-memory-bench" / "vectors.sqlite3"))
     args = parser.parse_args()
@@ -768,6 +789,10 @@ def main() -> None:
         if args.smoke and args.set.startswith("memorybank") and not args.data.is_file():
             args.data = smoke_memorybank(args.set)
     require_data(args.data)
+    WINDOW["tokens"] = args.window or None
+    SHOWN_AT.extend(int(budget) for budget in args.shown_at.split(",") if budget)
+    global COLUMNS  # the tables' columns grow by the budgets asked for
+    COLUMNS = (*COLUMNS, *(f"shown@{budget}" for budget in SHOWN_AT))
 
     samples = load_locomo(args.data)
     if args.smoke:

@@ -365,7 +365,26 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("MEMORY_EXPAND_DEPTH", "int", 2, "Before a turn: hops followed along the retrieved events' relations."),
     Setting("MEMORY_TURNS_TOP_K", "int", 3, "Before a turn: old turns recalled."),
-    Setting("MEMORY_RECALL_TOKENS", "int", 800, "Before a turn: tokens all of it may take in the system message."),
+    Setting(
+        "MEMORY_RECALL_TOKENS",
+        "int",
+        800,
+        "Before a turn: the fewest tokens all of it may take in the system message (all of them when the model's "
+        "window is unknown or MEMORY_RECALL_SHARE is 0).",
+    ),
+    Setting(
+        "MEMORY_RECALL_SHARE",
+        "float",
+        0.04,
+        "Before a turn: the share of the model's context window all of it may take (between MEMORY_RECALL_TOKENS "
+        "and MEMORY_RECALL_MAX_TOKENS; 0: MEMORY_RECALL_TOKENS alone).",
+    ),
+    Setting(
+        "MEMORY_RECALL_MAX_TOKENS",
+        "int",
+        1600,
+        "Before a turn: the most tokens all of it may take, whatever the model's window.",
+    ),
     Setting(
         "MEMORY_EXTRACT_IN_THREAD",
         "bool",

@@ -2,8 +2,8 @@
 
 Before: `recall_for_turn` gives the turn the events of the user's graph that match the message (followed along
 relations, as a timeline), the vector memories seed 3's recall returns (with its level changes), and the
-conversation's own older turns that the window dropped or the summary absorbed (M7); all within
-MEMORY_RECALL_TOKENS, as lines of the one system message's "recalled" part.
+conversation's own older turns that the window dropped or the summary absorbed (M7); all within the recall
+budget (`recall_budget`: a share of the model's window), as lines of the one system message's "recalled" part.
 After: `turn_index` keeps the exchange for M7 (memory.longterm.extraction runs it; memory.services.after_turn
 queues that work once the reply is stored, and the reply never waits for it).
 """
@@ -26,6 +26,7 @@ from memory.longterm.strength import Owner
 from memory.models import Conversation, ConversationContext, TurnMemory
 
 TURN_TEXT_CHARS = 1500
+EVENTS_SHARE = 0.5  # of the recall budget, the part the events' timeline may take (what it leaves goes to the rest)
 
 
 def owner_of(conversation: Conversation) -> Owner:
@@ -46,6 +47,19 @@ class Recalled:
         return bool(self.lines)
 
 
+def recall_budget(window: int | None) -> int:
+    """Tokens all of a turn's recalled lines may take (counted with the model's tokenizer): MEMORY_RECALL_SHARE of
+    the model's context `window`, at least MEMORY_RECALL_TOKENS and at most MEMORY_RECALL_MAX_TOKENS;
+    MEMORY_RECALL_TOKENS when the window is unknown or the share is 0. A long user–assistant history needs more
+    room than a fixed few hundred tokens on a large model, and a small window must not lose its prompt to memory
+    (the floor is what the platform gave before the share existed)."""
+    floor = int(setting("MEMORY_RECALL_TOKENS"))
+    share = float(setting("MEMORY_RECALL_SHARE"))
+    if not window or share <= 0:
+        return floor
+    return max(floor, min(int(window * share), int(setting("MEMORY_RECALL_MAX_TOKENS"))))
+
+
 def _fits(line: str, used: int, budget: int, model: str) -> int | None:
     cost = count_text(line, model) + 2
     return cost if used + cost <= budget else None
@@ -57,23 +71,25 @@ def recall_for_turn(
     query: str,
     *,
     model: str = "gpt-4",
+    window: int | None = None,
     now: dt.datetime | None = None,
     context: ConversationContext | None = None,
 ) -> Recalled:
-    """The memories of the next turn for `query` (call inside the tenant scope). `context`: the conversation's
-    context row when the caller has read it this turn (read here otherwise)."""
+    """The memories of the next turn for `query` (call inside the tenant scope), within `recall_budget(window)`
+    tokens of `model` (`window`: the model's context window, None when the provider does not say). `context`: the
+    conversation's context row when the caller has read it this turn (read here otherwise)."""
     query = (query or "").strip()
     if not query:
         return Recalled()
     owner = owner_of(conversation)
-    budget = int(setting("MEMORY_RECALL_TOKENS"))
+    budget = recall_budget(window)
     lines: list[str] = []
     used_items: list[dict[str, Any]] = []
-    # Events: half the budget (what they leave goes to the rest).
+    # Events: EVENTS_SHARE of the budget (what they leave goes to the rest).
     walked = event_graph.events_walk(
         owner, query, top_k=int(setting("MEMORY_EVENTS_TOP_K")), depth=int(setting("MEMORY_EXPAND_DEPTH")), now=now
     )
-    event_lines, shown = event_graph.timeline(walked, budget_tokens=budget // 2, model=model)
+    event_lines, shown = event_graph.timeline(walked, budget_tokens=int(budget * EVENTS_SHARE), model=model)
     spent = sum(count_text(line, model) + 2 for line in event_lines)
     lines += event_lines
     used_items += [
