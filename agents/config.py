@@ -57,15 +57,6 @@ class AgentConfig:
     # The agent's longest reply in tokens (None: no cap): every model call of a turn asks for at most this.
     max_reply_tokens: int | None = None
 
-    def reply_tokens(self, asked: int | None = None) -> int | None:
-        """The max_tokens of a model call: what an API client `asked` for within the agent's cap (the smaller of
-        the two), the cap when the client asked nothing, None when neither limits the reply."""
-        if self.max_reply_tokens is None:
-            return asked
-        if asked is None:
-            return self.max_reply_tokens
-        return min(asked, self.max_reply_tokens)
-
     def pack_refusals(self, tenant: Tenant) -> list[str]:
         """Why this configuration may not run in `tenant` (empty: it may); see `pack_refusals`."""
         return pack_refusals(tool_names=self.tool_names, workflow_yaml=self.workflow_yaml, tenant=tenant)

@@ -70,7 +70,7 @@ class WorkflowRunner(TurnRunner):
             "provider": config.provider,
             "model": config.model,
             "temperature": config.temperature,
-            "max_tokens": config.reply_tokens(),
+            "max_tokens": config.max_reply_tokens,  # the llm steps ask nothing more: the cap is the limit
             "on_step": on_step,
             "document_yaml": config.workflow_yaml,
             "stop": turn.stop,

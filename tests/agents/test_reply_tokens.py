@@ -18,6 +18,7 @@ from agents.tools import ToolResult, python_tool
 from agents.workflows.services import workflow_save
 from core.db import database_sync_to_async
 from llm import tokens
+from llm.options import ChatRequest
 from tenants.scope import all_tenants, tenant_scope
 from tests.agents.factories import THINKER_WORKFLOW
 from tests.agents.test_views import _form as views_form
@@ -57,7 +58,9 @@ def rt_clock() -> ToolResult:
 def test_a_calls_max_tokens_is_the_clients_within_the_agents_cap(tenant, cap, asked, sent):
     with tenant_scope(tenant):
         agent = agent_create(tenant=tenant, name="Capped", max_reply_tokens=cap)
-        assert agent_config(agent=agent).reply_tokens(asked) == sent
+        config = agent_config(agent=agent)
+    # The one rule (llm.options.ChatRequest.within), as agents.modelcall applies the agent's cap to every call.
+    assert ChatRequest(messages=(), max_tokens=asked).within(config.max_reply_tokens).max_tokens == sent
 
 
 def test_a_version_freezes_the_cap_and_an_old_version_has_none(tenant):
