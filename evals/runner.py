@@ -140,10 +140,12 @@ def run_start(
     user: Any,
     concurrency: int = 4,
     confirm_budget: bool = False,
+    queue: bool = True,
 ) -> Run:
     """Start a run of `dataset` against `version` (None: the draft as it is now, kept in the run's snapshot); it
-    runs in the background. RunRefused when it cannot start; BudgetWarning when it may use more tokens than the
-    tenant has left and `confirm_budget` is not set."""
+    runs in the background (`queue=False`: the caller runs it, `execute`, as manage.py eval_run does). RunRefused
+    when it cannot start; BudgetWarning when it may use more tokens than the tenant has left and `confirm_budget` is
+    not set."""
     tenant = dataset.tenant
     with transaction.atomic():
         Dataset.objects.select_for_update().filter(pk=dataset.pk).first()  # two starts at once: one run
@@ -163,7 +165,8 @@ def run_start(
             total=dataset.cases.count(),
             started_by=user,
         )
-        transaction.on_commit(partial(queue_run, tenant_id=tenant.pk, run_id=run.pk))
+        if queue:
+            transaction.on_commit(partial(queue_run, tenant_id=tenant.pk, run_id=run.pk))
     return run
 
 
