@@ -24,6 +24,7 @@ urlpatterns = [
     path("plans/", include("plans.urls")),
     path("knowledge/", include("knowledge.urls")),
     path("memory/", include("memory.urls")),
+    path("evals/", include("evals.urls")),
     path("api/", include("api.urls")),
     # /mcp takes API keys, not OAuth: what an OAuth-minded MCP client (mcp-remote) asks for says so (api.mcp_oauth).
     path(".well-known/oauth-protected-resource", mcp_oauth.protected_resource),

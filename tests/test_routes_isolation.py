@@ -22,8 +22,11 @@ from agents.services import agent_create, agent_publish, conversation_start
 from agents.workflows.services import workflow_run_record, workflow_save
 from api.keys import key_create
 from api.models import KeyScope
+from evals.models import CaseResult, ResultStatus, Run
+from evals.services import case_create, dataset_create
 from knowledge.services import document_add, knowledge_base_create
 from memory.attachments import Upload, attachment_upload
+from memory.feedback import feedback_record
 from memory.longterm import metrics as memory_metrics
 from memory.longterm.recall import turn_index
 from memory.services import message_add
@@ -100,12 +103,20 @@ def foreign(other_tenant, settings, tmp_path):
         settings.ATTACHMENT_STORAGE_ROOT = str(tmp_path / "attachments")
         upload = Upload(f"{MARK}.txt", MARK.encode())
         attachment = attachment_upload(user=owner, upload=upload, conversation=conversation)
+        eval_dataset = dataset_create(agent=agent, name=f"{MARK} dataset", description=MARK)
+        eval_case = case_create(dataset=eval_dataset, title=MARK, turns=[MARK],
+                                expectations=[{"kind": "contains", "text": MARK}])  # fmt: skip
+        eval_run = Run.objects.create(tenant=other_tenant, dataset=eval_dataset, agent=agent, total=1)
+        CaseResult.objects.create(tenant=other_tenant, run=eval_run, case=eval_case, title=MARK,
+                                  status=ResultStatus.PASSED, reply=MARK)  # fmt: skip
+        feedback = feedback_record(message=answer, user=owner, rating=-1, comment=MARK, source="chat")
     return {
         "agent": agent, "conversation": conversation, "workflow": workflow, "run": run,
         "knowledge_base": knowledge_base, "document": document, "plan": plan, "record": record, "key": key,
         "membership": Membership.objects.get(user=owner, tenant=other_tenant), "tenant": other_tenant, "user": owner,
         "memory": memory,
         "goal_run": goal_run, "answer": answer, "embed": embed, "attachment": attachment,
+        "eval_dataset": eval_dataset, "eval_case": eval_case, "eval_run": eval_run, "feedback": feedback,
     }  # fmt: skip
 
 
@@ -132,13 +143,16 @@ def foreign_value(name: str, route: str, world: dict[str, Any]) -> str:
         "event_id": world["memory"].delayed.pk, "item_id": world["memory"].memory.pk,
         "goal_run_id": world["goal_run"].pk, "model_id": world["agent"].slug, "message_id": world["answer"].pk,
         "token": world["embed"].token, "attachment_id": world["attachment"].pk,
+        "dataset_id": world["eval_dataset"].pk, "case_id": world["eval_case"].pk, "eval_run_id": world["eval_run"].pk,
     }  # fmt: skip
     if name in simple:
         return str(simple[name])
     if name == "pk":
         for resource, key in (("conversations", "conversation"), ("knowledge-bases", "knowledge_base"),
                               ("workflows", "workflow"), ("agents", "agent"),
-                              ("attachments", "attachment")):  # fmt: skip
+                              ("attachments", "attachment"), ("eval-datasets", "eval_dataset"),
+                              ("eval-cases", "eval_case"), ("eval-runs", "eval_run"),
+                              ("feedback", "feedback")):  # fmt: skip
             if f"^{resource}/" in route:
                 return str(world[key].pk)
     raise AssertionError(f"route {route}: no foreign value for parameter <{name}>; teach foreign_value()")

@@ -481,12 +481,13 @@
     if (makeCase) makeCase.hidden = rating !== -1;
   }
 
-  // Owners and admins turn a 👎 reply into an evaluation case (templates/chat/_feedback.html's button carries the
-  // URL and its words); a second click answers the same case. The note links to the case.
-  function makeTestCase(item, bar, button) {
+  // Owners and admins turn a 👎 reply into an evaluation case (templates/chat/_feedback.html's .chat-feedback-case
+  // carries the URL and the words); a second click answers the same case. The note links to the case.
+  function makeTestCase(item, bar, holder) {
     var note = bar.querySelector(".chat-feedback-note");
+    var button = holder.querySelector("button");
     var headers = { "X-CSRFToken": config.csrfToken || "" };
-    var url = button.dataset.url.replace("/0/", "/" + item.dataset.messageId + "/");
+    var url = holder.dataset.url.replace("/0/", "/" + item.dataset.messageId + "/");
     button.disabled = true;
     return window.fetch(url, { method: "POST", headers: headers, credentials: "same-origin" })
       .then(function (response) {
@@ -495,12 +496,12 @@
       })
       .then(function (made) {
         if (!note) return;
-        note.textContent = format(button.dataset.made, { dataset: made.dataset_name }) + " ";
-        var link = el("a", "chat-feedback-case-link", button.dataset.open);
+        note.textContent = format(holder.dataset.made, { dataset: made.dataset_name }) + " ";
+        var link = el("a", "chat-feedback-case-link", holder.dataset.open);
         link.href = made.url;
         note.appendChild(link);
       })
-      .catch(function () { if (note) note.textContent = button.dataset.failed; })
+      .catch(function () { if (note) note.textContent = holder.dataset.failed; })
       .then(function () { button.disabled = false; });
   }
 
@@ -518,7 +519,9 @@
       });
     });
     var makeCase = bar.querySelector(".chat-feedback-case");
-    if (makeCase) makeCase.addEventListener("click", function () { makeTestCase(item, bar, makeCase); });
+    if (makeCase) {
+      makeCase.querySelector("button").addEventListener("click", function () { makeTestCase(item, bar, makeCase); });
+    }
     if (commentForm) {
       commentForm.addEventListener("submit", function (event) {
         event.preventDefault();
