@@ -153,7 +153,7 @@ def test_a_run_from_the_page_shows_progress_results_and_compares_with_another(
     )
     assert response.status_code == 302 and response["Location"].startswith("/evals/runs/")
     first = _finished(int(response["Location"].split("/")[3]), tenant)
-    assert first.version == published and first.status == RunStatus.DONE and first.concurrency == 2
+    assert first.version_id == published.pk and first.status == RunStatus.DONE and first.concurrency == 2
 
     progress = admin_client.get(f"/evals/runs/{first.pk}/progress/").json()
     assert progress["finished"] and progress["done"] == 2 and progress["status_label"] == "done"
@@ -168,7 +168,7 @@ def test_a_run_from_the_page_shows_progress_results_and_compares_with_another(
         agent_update(agent=eval_agent, system_prompt="Changed")
     response = admin_client.post(f"/evals/datasets/{dataset.pk}/run/", {"version": "draft", "concurrency": "4"})
     second = _finished(int(response["Location"].split("/")[3]), tenant)
-    assert second.version is None and second.failed == 1
+    assert second.version_id is None and second.failed == 1
 
     compare = admin_client.get(f"/evals/compare/?a={first.pk}&b={second.pk}")
     assert compare.status_code == 200
@@ -213,7 +213,7 @@ def test_the_publish_gate_settings(admin_client, tenant, eval_agent, dataset):
     assert admin_client.post(url, {"enabled": "on", "dataset": dataset.pk, "threshold": "90"}).status_code == 302
     with tenant_scope(tenant):
         gate = Gate.objects.get(agent=eval_agent)
-    assert gate.enabled and gate.dataset == dataset and gate.threshold == pytest.approx(0.9)
+    assert gate.enabled and gate.dataset_id == dataset.pk and gate.threshold == pytest.approx(0.9)
     assert b'value="90"' in admin_client.get(url).content
 
 
