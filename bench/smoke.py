@@ -54,6 +54,7 @@ def smokes(args: argparse.Namespace) -> dict[str, list[str]]:
         "attachments": ["bench/attachments.py", "--smoke"],
         "context_window": ["bench/context_window.py", "--smoke"],
         "data/ocr/make": ["bench/data/ocr/make.py", "--smoke"],
+        "eval_run": ["bench/eval_run.py", "--smoke"],
         "kb_retrieval": ["bench/kb_retrieval.py", "--smoke", "--database", args.pgvector_url],
         "llm_overhead": ["bench/llm_overhead.py", "--smoke"],
         "load_openai": ["bench/load_openai.py", "--smoke", *services],

@@ -86,8 +86,9 @@ def decide(agent: Agent) -> GateDecision:
                 return _refuse(record, GateOutcome.BELOW_PUBLISHED,
                                _("The draft passed %(rate)s of the cases (run #%(run)s), below version %(number)s's "
                                  "%(published)s: it would be a step back.") % words)  # fmt: skip
-    record.update(allowed=True, outcome=GateOutcome.PASSED)
-    return GateDecision(True, _("The draft passed %(rate)s of the cases (run #%(run)s).") % words, record)
+    reason = _("The draft passed %(rate)s of the cases (run #%(run)s).") % words
+    record.update(allowed=True, outcome=GateOutcome.PASSED, reason=reason)
+    return GateDecision(True, reason, record)
 
 
 def _refuse(record: dict[str, Any], outcome: GateOutcome, reason: str) -> GateDecision:

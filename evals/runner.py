@@ -232,7 +232,18 @@ class _Plan:
     cases: list[_Case]
     judge: Judge | None
     ended: str = ""
+    ended_code: str = ""
     stopped: bool = False
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How `execute` ended a run: its status, and when something ended it early, that refusal's code
+    (engine.admission.RefusalCode, or llm.errors' quota_exceeded) and words."""
+
+    status: RunStatus
+    code: str = ""
+    words: str = ""
 
 
 @dataclass
@@ -247,6 +258,7 @@ class _Outcome:
     latency_ms: int = 0
     error: str = ""
     ends_run: str = ""
+    ends_code: str = ""
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     judge_tokens: int = 0
 
@@ -284,11 +296,11 @@ def _begin(run_id: int, tenant_id: int) -> _Plan | None:
         return _Plan(run, caller, cases, judge)
 
 
-async def execute(run_id: int, tenant_id: int) -> None:
-    """Run what is left of the run (module docstring); its status says how it ended."""
+async def execute(run_id: int, tenant_id: int) -> RunEnd | None:
+    """Run what is left of the run (module docstring); how it ended (None: it was not to run)."""
     plan = await database_sync_to_async(_begin)(run_id, tenant_id)
     if plan is None:
-        return
+        return None
     try:
         workers = [asyncio.ensure_future(_worker(plan)) for _ in range(max(1, plan.run.concurrency))]
         await asyncio.gather(*workers)
@@ -299,6 +311,7 @@ async def execute(run_id: int, tenant_id: int) -> None:
         raise
     status = RunStatus.STOPPED if plan.stopped or plan.ended else RunStatus.DONE
     await database_sync_to_async(_finish)(plan, status)
+    return RunEnd(status, plan.ended_code, plan.ended)
 
 
 def _finish(plan: _Plan, status: RunStatus) -> None:
@@ -306,25 +319,16 @@ def _finish(plan: _Plan, status: RunStatus) -> None:
         Run.objects.filter(pk=plan.run.pk).update(status=status, error=plan.ended, finished_at=timezone.now())
 
 
-def _stop_asked(plan: _Plan) -> bool:
-    with tenant_scope(plan.caller.tenant):
-        return Run.objects.filter(pk=plan.run.pk, stop_requested=True).exists()
-
-
 async def _worker(plan: _Plan) -> None:
-    """Take the next case until none is left, the run is asked to stop, or something ended it."""
+    """Take the next case until none is left, the run is asked to stop (read as each case is stored), or something
+    ended it."""
     while plan.cases and not plan.ended and not plan.stopped:
-        if await database_sync_to_async(_stop_asked)(plan):
-            plan.stopped = True
-            return
-        if not plan.cases or plan.ended:  # another worker took the last one meanwhile
-            return
         case = plan.cases.pop(0)
         outcome = await _run_case(plan, case)
-        if outcome.ends_run:
-            plan.ended = plan.ended or outcome.ends_run
+        if outcome.ends_run and not plan.ended:
+            plan.ended, plan.ended_code = outcome.ends_run, outcome.ends_code
         if outcome.result is not None or not outcome.ends_run:
-            await database_sync_to_async(_store)(plan, case, outcome)
+            plan.stopped = await database_sync_to_async(_store)(plan, case, outcome) or plan.stopped
         elif outcome.conversation is not None:
             await database_sync_to_async(_forget)(plan, outcome.conversation)
 
@@ -333,11 +337,8 @@ def _conversation(plan: _Plan, case: _Case) -> Conversation:
     run = plan.run
     title = f"{run.dataset.name} #{run.pk}: {case.title}"[:200]
     with tenant_scope(plan.caller.tenant):
-        conversation = conversation_start(agent=run.agent, user=run.started_by, title=title, version=run.version,
-                                          draft=run.version is None, source=ConversationSource.EVAL)  # fmt: skip
-        return Conversation.objects.select_related("agent", "version", "provider", "tenant", "context", "user").get(
-            pk=conversation.pk
-        )
+        return conversation_start(agent=run.agent, user=run.started_by, title=title, version=run.version,
+                                  draft=run.version is None, source=ConversationSource.EVAL)  # fmt: skip
 
 
 def _forget(plan: _Plan, conversation: Conversation) -> None:
@@ -368,7 +369,7 @@ async def _run_case(plan: _Plan, case: _Case) -> _Outcome:
         admitted = await _admit(plan, outcome.conversation, turn, f"eval-{plan.run.pk}-{case.pk}-{index}")
         if isinstance(admitted, Refusal):
             with tenant_scope(plan.caller.tenant):
-                outcome.ends_run = admitted.message
+                outcome.ends_run, outcome.ends_code = admitted.message, admitted.code
             return outcome
         user_message_id = admitted.submission.message.pk
         result = await admitted.submission.task if admitted.submission.task is not None else None
@@ -381,13 +382,16 @@ async def _run_case(plan: _Plan, case: _Case) -> _Outcome:
         if result.status == TurnStatus.FAILED:
             words = errors.message_for(result.error_code or errors.PROVIDER_ERROR)
             if result.error_code == errors.QUOTA_EXCEEDED:
-                outcome.ends_run = words
+                outcome.ends_run, outcome.ends_code = words, errors.QUOTA_EXCEEDED
             outcome.error = words
             break
     outcome.latency_ms = int((time.monotonic() - started) * 1000)
     if outcome.error:
         return outcome
-    outcome.observed = await database_sync_to_async(_observed)(plan, outcome.result, user_message_id)
+    if any(item.get("kind") == ExpectationKind.TOOL_CALLED for item in case.expectations):
+        outcome.observed = await database_sync_to_async(_observed)(plan, outcome.result, user_message_id)
+    else:  # no expectation reads the turn's tool calls: no query for them
+        outcome.observed = _observed_reply(outcome.result)
     try:
         verdicts, outcome.judge_tokens = await check_all(
             case.expectations, outcome.observed, turns=case.turns, judge=plan.judge
@@ -395,7 +399,7 @@ async def _run_case(plan: _Plan, case: _Case) -> _Outcome:
     except LLMError as exc:  # the judge's model call: its budget spent ends the run; another error, the case
         outcome.error = errors.message_for(exc.code)
         if exc.code == errors.QUOTA_EXCEEDED:
-            outcome.ends_run = outcome.error
+            outcome.ends_run, outcome.ends_code = outcome.error, errors.QUOTA_EXCEEDED
         return outcome
     except Exception as exc:  # a judge that broke: the case is an error, the run goes on
         logger.warning("evaluation run %s case %s: verdicts failed", plan.run.pk, case.pk, exc_info=True)
@@ -421,17 +425,22 @@ def _tool_calls(parts: Any) -> list[ToolCalled]:
     return called
 
 
-def _observed(plan: _Plan, result: TurnResult, user_message_id: int) -> Observed:
+def _observed_reply(result: TurnResult, called: tuple[ToolCalled, ...] = ()) -> Observed:
     """What the last turn showed: its reply, the tools it called, the sources it cited, how it finished."""
+    reply = result.message.content
+    cited = tuple(dict.fromkeys(name.strip() for name in CITATION.findall(reply)))
+    return Observed(reply=reply, tool_calls=called, citations=cited, finish_reason=result.finish_reason,
+                    refused=result.finish_reason == "content_filter")  # fmt: skip
+
+
+def _observed(plan: _Plan, result: TurnResult, user_message_id: int) -> Observed:
+    """_observed_reply with the tools called in the turn (the assistant messages stored after its user message)."""
     with tenant_scope(plan.caller.tenant):
         parts = Message.objects.filter(
             conversation_id=result.message.conversation_id, id__gt=user_message_id, role=Role.ASSISTANT
         ).values_list("tool_calls", flat=True)
-        called = [call for stored in parts for call in _tool_calls(stored)]
-    reply = result.message.content
-    cited = tuple(dict.fromkeys(name.strip() for name in CITATION.findall(reply)))
-    return Observed(reply=reply, tool_calls=tuple(called), citations=cited, finish_reason=result.finish_reason,
-                    refused=result.finish_reason == "content_filter")  # fmt: skip
+        called = tuple(call for stored in parts for call in _tool_calls(stored))
+    return _observed_reply(result, called)
 
 
 def _trace_id(result: TurnResult | None) -> str:
@@ -440,8 +449,9 @@ def _trace_id(result: TurnResult | None) -> str:
     return parts[1] if len(parts) == 4 else ""
 
 
-def _store(plan: _Plan, case: _Case, outcome: _Outcome) -> None:
-    """The case's result, and the run's counters moved in the same transaction."""
+def _store(plan: _Plan, case: _Case, outcome: _Outcome) -> bool:
+    """The case's result, and the run's counters moved in the same transaction; True when the run was asked to
+    stop."""
     if outcome.error:
         status = ResultStatus.ERROR
     elif all(verdict.get("passed") for verdict in outcome.verdicts):
@@ -473,3 +483,4 @@ def _store(plan: _Plan, case: _Case, outcome: _Outcome) -> None:
             judge_tokens=F("judge_tokens") + outcome.judge_tokens,
             **{counter: F(counter) + 1},
         )
+        return Run.objects.filter(pk=plan.run.pk, stop_requested=True).exists()

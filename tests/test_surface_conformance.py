@@ -31,6 +31,8 @@ from config.asgi import application
 from core.db import database_sync_to_async
 from engine.places import stream_slot_take
 from engine.streams import get_frame_log
+from evals.models import Case, Dataset, Run
+from evals.runner import execute, run_start
 from memory.attachments import AttachmentRefused, Upload, attachment_upload, prepare
 from memory.models import Attachment, Conversation, Message
 from tenants.models import Role
@@ -262,6 +264,36 @@ async def mcp(world: World, who: str, conversation: Conversation | None, content
     return Answer(None)
 
 
+# An evaluation run (evals.runner) posts each case's turns into a conversation it starts itself (source "eval"), as
+# the administrator who started the run: it names no conversation, carries no files, and `who` does not change who
+# it runs as. The case is stored as it is (not through evals.services, which refuses an empty turn itself): what is
+# tested is the run's way in, the engine's admission. A refusal ends the run (execute answers its code).
+async def eval_run(world: World, who: str, conversation: Conversation | None, content: Any, client_id: str) -> Answer:
+    assert conversation is None
+
+    def start() -> Run:
+        with tenant_scope(world.tenant):
+            dataset = Dataset.objects.create(tenant=world.tenant, agent=world.agent, name=f"conformance {client_id}")
+            Case.objects.create(tenant=world.tenant, dataset=dataset, turns=[content],
+                                expectations=[{"kind": "contains", "text": "ok"}])  # fmt: skip
+            return run_start(dataset=dataset, version=None, user=world.admin, confirm_budget=True, queue=False)
+
+    def first_message(run: Run) -> int | None:
+        with tenant_scope(world.tenant):
+            return (
+                Message.objects.filter(conversation__in=run.results.values("conversation"))
+                .values_list("pk", flat=True)
+                .order_by("pk")
+                .first()
+            )
+
+    run = await database_sync_to_async(start)()
+    end = await execute(run.pk, world.tenant.pk)
+    if end.code:
+        return Answer(end.code)
+    return Answer(None, message=await database_sync_to_async(first_message)(run))
+
+
 SURFACES: dict[str, Callable[..., Awaitable[Answer]]] = {
     "chat_socket": chat_socket,
     "widget_socket": widget_socket,
@@ -269,10 +301,12 @@ SURFACES: dict[str, Callable[..., Awaitable[Answer]]] = {
     "rest": rest,
     "openai_v1": openai_v1,
     "mcp": mcp,
+    "eval_run": eval_run,
 }
 HTTP_KEY_SURFACES = ("sse", "rest", "openai_v1", "mcp")
-# The surfaces whose messages carry files by id (every one but /mcp, whose tools take text only).
-FILE_SURFACES = [name for name in SURFACES if name != "mcp"]
+# The surfaces whose messages carry files by id (every one but /mcp, whose tools take text only, and an evaluation
+# run, whose cases are text).
+FILE_SURFACES = [name for name in SURFACES if name not in ("mcp", "eval_run")]
 
 
 # --- the cases ----------------------------------------------------------------------------------------------------
@@ -298,17 +332,23 @@ MESSAGE_CASES = {
 # Where a surface's protocol refuses the request before any turn is asked for: the `mcp` package's JSON-RPC layer
 # cannot decode a lone surrogate, and answers JSON-RPC's parse error (-32700) itself; nothing reaches the engine.
 PROTOCOL_REFUSALS = {("mcp", "lone_surrogate"): -32700}
+# An evaluation case's turns are a JSON column, which on PostgreSQL cannot hold a NUL or a lone surrogate: such a
+# turn never reaches a run (the case services must refuse it when the case is written).
+NOT_APPLICABLE = {("eval_run", "nul"), ("eval_run", "lone_surrogate")}
 
 
-@pytest.mark.parametrize("surface", list(SURFACES))
-@pytest.mark.parametrize("case", list(MESSAGE_CASES))
+@pytest.mark.parametrize(
+    ("surface", "case"),
+    [(surface, case) for surface in SURFACES for case in MESSAGE_CASES if (surface, case) not in NOT_APPLICABLE],
+)
 async def test_every_surface_refuses_a_bad_message_the_same_way(surface, case, world):
     content, code = MESSAGE_CASES[case]
     await _refused_and_nothing_stored(surface, world, PROTOCOL_REFUSALS.get((surface, case), code), content=content)
 
 
-# The widget's visitor cannot name a conversation (the embed token and their id choose it), so it has no such case.
-NAMING_SURFACES = [name for name in SURFACES if name != "widget_socket"]
+# The widget's visitor cannot name a conversation (the embed token and their id choose it), nor can an evaluation run
+# (it starts its own), so they have no such case.
+NAMING_SURFACES = [name for name in SURFACES if name not in ("widget_socket", "eval_run")]
 
 
 @pytest.mark.parametrize("surface", NAMING_SURFACES)
