@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, renderers, serializers, status
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -28,7 +28,7 @@ from evals import selectors
 from evals.compare import compare
 from evals.expectations import ExpectationError
 from evals.io import export_csv, export_jsonl
-from evals.models import Case, CaseResult, Dataset, Run, RunStatus
+from evals.models import Case, CaseResult, Dataset, ResultStatus, Run, RunStatus
 from evals.runner import BudgetWarning, RunRefused, run_progress, run_start, run_stop
 from evals.services import (
     case_create,
@@ -80,15 +80,8 @@ class EvalCaseSerializer(serializers.ModelSerializer):
         read_only_fields = ["id", "dataset", "position", "source", "feedback", "created_at", "updated_at"]
 
 
-# A run's status as a documented string: drf-spectacular names an enum after its field, and several models' `status`
-# enums would collide (an ENUM_NAME_OVERRIDES entry in config/settings.py would name it).
-@extend_schema_field({"type": "string", "description": ", ".join(RunStatus.values), "readOnly": True})
-class RunStatusField(serializers.CharField):
-    pass
-
-
 class EvalRunSerializer(serializers.ModelSerializer):
-    status = RunStatusField(read_only=True)
+    status = serializers.ChoiceField(choices=RunStatus.choices, read_only=True)
     version_number = serializers.IntegerField(source="version.number", read_only=True, allow_null=True, default=None)
     pass_rate = serializers.FloatField(read_only=True, allow_null=True)
     finished = serializers.BooleanField(read_only=True)
@@ -104,7 +97,7 @@ class EvalRunSerializer(serializers.ModelSerializer):
 class ResultStatusSerializer(serializers.Serializer):
     position = serializers.IntegerField()
     title = serializers.CharField()
-    status = serializers.CharField()
+    status = serializers.ChoiceField(choices=ResultStatus.choices)
 
 
 class EvalRunProgressSerializer(EvalRunSerializer):

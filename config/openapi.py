@@ -25,6 +25,15 @@ TAGS = {
     "agents": gettext_noop("Agents: create, change, publish, export and import them."),
     "attachments": gettext_noop("Files for conversations: upload one, read what was stored, fetch its bytes."),
     "conversations": gettext_noop("Conversations: start one, send a message and read the reply, stop a turn."),
+    "eval-cases": gettext_noop("Evaluation cases: read, change or delete one."),
+    "eval-compare": gettext_noop(
+        "Two evaluation runs of one dataset compared: pass rates, fixed, broken and same cases."
+    ),
+    "eval-datasets": gettext_noop("Evaluation datasets: their cases, import and export."),
+    "eval-runs": gettext_noop(
+        "Evaluation runs: start one against a version, follow its progress, stop it, read its results."
+    ),
+    "feedback": gettext_noop("Ratings of replies: make an evaluation case of a 👎."),
     "knowledge-bases": gettext_noop("Knowledge bases: their documents, ingestion and search."),
     "plans": gettext_noop("Plans the planner made: their steps, their logs, stopping one."),
     "usage": gettext_noop("Token usage of the tenant's model calls."),

@@ -318,7 +318,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"AgentKindEnum": "agents.models.AgentKind", "PlanLogKindEnum": "plans.models.LogKind"},
+    "ENUM_NAME_OVERRIDES": {
+        "AgentKindEnum": "agents.models.AgentKind",
+        "PlanLogKindEnum": "plans.models.LogKind",
+        "EvalRunStatusEnum": "evals.models.RunStatus",
+        "EvalResultStatusEnum": "evals.models.ResultStatus",
+    },
 }
 
 # The site is served over HTTPS only (a TLS proxy in front, or Daphne's own TLS): plain HTTP is redirected (except
