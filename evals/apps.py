@@ -10,7 +10,9 @@ class EvalsConfig(AppConfig):
     def ready(self) -> None:
         # The run's Celery task registers by import; the publish gate fills the agents app's slot (agents sits
         # below evals and does not import it).
+        # The views register the agent page's evaluation panel (agents.sections) at import: here, so the panel is
+        # there even before the URLs are loaded.
         from agents.publishgate import register_publish_gate
-        from evals import gate, tasks  # noqa: F401
+        from evals import gate, tasks, views  # noqa: F401
 
         register_publish_gate(gate.decide)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 from django.utils.translation import gettext as _
 
+from core.bounded import unstorable_at, unstorable_message
 from evals.models import MAX_SCORE, MIN_SCORE, ExpectationKind
 
 if TYPE_CHECKING:
@@ -209,6 +210,9 @@ def validate(expectation: Any) -> dict[str, Any]:
     elif kind == ExpectationKind.RUBRIC:
         normal["rubric"] = _text_field(expectation, "rubric", required=True).strip()
         normal["min_score"] = _valid_min_score(expectation)
+    where = unstorable_at(normal)
+    if where:
+        raise ExpectationError(unstorable_message(where), field=where.split(".")[0].split("[")[0])
     return normal
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext as _
 
+from core.bounded import unstorable_at, unstorable_message
 from evals.expectations import ExpectationError, ExpectationKind, validate
 
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ def turns_problem(turns: Any) -> str | None:
         return _("A case has at most %(max)s user turns.") % {"max": MAX_TURNS}
     if any(len(turn) > MAX_TURN_CHARS for turn in turns):
         return _("A user turn is too long (at most %(max)s characters).") % {"max": MAX_TURN_CHARS}
-    return None
+    where = unstorable_at(turns, "turns")
+    return unstorable_message(where) if where else None
 
 
 def split_turns(text: str) -> list[str]:
@@ -91,6 +93,8 @@ def _draft(line: int, title: Any, turns: Any, expectations: Any, problems: list[
     found: list[ImportProblem] = []
     if not isinstance(title, str):
         found.append(ImportProblem(line, _("The field 'title' must be text."), "title"))
+    elif unstorable_at(title, "title"):
+        found.append(ImportProblem(line, unstorable_message("title"), "title"))
     problem = turns_problem(turns)
     if problem:
         found.append(ImportProblem(line, problem, "turns"))

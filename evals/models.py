@@ -9,10 +9,24 @@ conversations (source "eval", long-term memory off), never a user's, through the
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.bounded import unstorable_at, unstorable_message
 from tenants.models import TenantOwned
+
+
+def _storable(row: models.Model, names: tuple[str, ...]) -> None:
+    """ValidationError for each of `names` (text or JSON) holding a NUL character or a lone surrogate, which PostgreSQL
+    cannot store (SQLite would, so a database change must not be what finds it)."""
+    errors = {}
+    for name in names:
+        where = unstorable_at(getattr(row, name), name)
+        if where:
+            errors[name] = unstorable_message(where)
+    if errors:
+        raise ValidationError(errors)
 
 
 class ExpectationKind(models.TextChoices):
@@ -75,6 +89,9 @@ class Dataset(TenantOwned):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        _storable(self, ("name", "description", "judge_prompt"))
+
 
 class Case(TenantOwned):
     """One case: the user turns sent in order (`turns`, a list of strings) and the expectations on the reply to the
@@ -101,6 +118,9 @@ class Case(TenantOwned):
 
     def __str__(self) -> str:
         return self.title or (self.turns[-1][:80] if self.turns else "")
+
+    def clean(self) -> None:
+        _storable(self, ("title", "turns", "expectations"))
 
 
 class RunStatus(models.TextChoices):

@@ -3,6 +3,8 @@ a case from a 👎 reply (once per rating), and another tenant's dataset, case, 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
@@ -249,3 +251,25 @@ def test_the_feedback_action_makes_cases_of_the_tenants_thumbs_down(
         assert list(Case.objects.values_list("feedback_id", flat=True)) == [down.pk]
     with tenant_scope(other_tenant):
         assert not Case.objects.exists()
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "a\ud800b"], ids=["NUL", "lone surrogate"])
+def test_text_that_postgresql_cannot_store_is_refused_by_every_way_in(tenant, dataset, bad):
+    """A NUL character or a lone surrogate is refused, naming the field, on every database (PostgreSQL would fail
+    at the insert; SQLite would store it)."""
+    with tenant_scope(tenant):
+        expect = [{"kind": "contains", "text": "ok"}]
+        for fields, name in [
+            ({"turns": [bad], "expectations": expect}, "turns"),
+            ({"turns": ["hi"], "expectations": [{"kind": "contains", "text": bad}]}, "expectations"),
+            ({"turns": ["hi"], "expectations": expect, "title": bad}, "title"),
+        ]:
+            with pytest.raises(ValidationError) as refused:
+                case_create(dataset=dataset, **fields)
+            assert name in refused.value.message_dict
+        with pytest.raises(ValidationError) as refused:
+            dataset_update(dataset=dataset, description=bad)
+        assert "description" in refused.value.message_dict
+        line = json.dumps({"title": bad, "turns": [bad], "expectations": expect})
+        result = cases_import(dataset=dataset, data=line.encode("utf-8", "surrogatepass"), filename="cases.jsonl")
+        assert result.created == 0 and {problem.field for problem in result.problems} >= {"title", "turns"}
