@@ -88,3 +88,10 @@ def other_agent(other_tenant) -> Agent:
 def other_dataset(other_agent) -> Dataset:
     """The other tenant's dataset (two cases), for isolation tests."""
     return make_dataset(other_agent, name="Theirs")
+
+
+@pytest.fixture(autouse=True)
+def _english(settings):
+    """These tests read the English words (a page without Accept-Language answers in the site's default, zh-hans;
+    the Chinese ones are read by the browser journey, tests/browser/test_eval_journey.py)."""
+    settings.LANGUAGE_CODE = "en"
