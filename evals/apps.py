@@ -14,5 +14,10 @@ class EvalsConfig(AppConfig):
         # there even before the URLs are loaded.
         from agents.publishgate import register_publish_gate
         from evals import gate, tasks, views  # noqa: F401
+        from evals.demo import RESTAURANT_PACK, seed_sample_evaluation
+        from tenants.demo import register_demo_seeder
 
         register_publish_gate(gate.decide)
+        # The restaurant waiter's sample dataset (after the pack's own seeder, which makes the waiter: evals is
+        # installed after the packs, and seeders run in registration order).
+        register_demo_seeder(seed_sample_evaluation, pack=RESTAURANT_PACK)
