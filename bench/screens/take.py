@@ -13,6 +13,8 @@ never `playwright install`) through Playwright as the demo users, walks the demo
 - chat-plan.png       the energy planner's PV report plan in the chat, its three steps done (energy member)
 - chat-waiter.png     the restaurant's waiter taking an order with its tools (restaurant member)
 - knowledge-search.png  a hybrid search of the restaurant's menu knowledge base (restaurant admin)
+- eval-run.png        the waiter's sample evaluation run against its draft, every case's verdicts (restaurant admin)
+- eval-compare.png    that run compared with the run of the published version, case by case (restaurant admin)
 
 Each PNG is 1280x800 and is passed through `optipng` when it is installed (`apt-get install optipng`).
 
@@ -208,12 +210,50 @@ def shoot_knowledge_search(browser, base: str, locale: str, out: Path) -> None:
     page.context.close()
 
 
+def run_dataset(page, base: str, dataset_url: str, version: str) -> str:
+    """Start a run of the dataset against `version` ("draft" or a version's id) from its page, wait on the run page
+    until it ends; the run's id."""
+    page.goto(dataset_url)
+    page.select_option("#id_version", value=version)
+    with page.expect_navigation():
+        page.click("#start-run")
+    page.wait_for_selector("#run-progress[data-finished='1']", timeout=120_000)
+    return page.url.rstrip("/").rsplit("/", 1)[1]
+
+
+def shoot_evaluation(browser, base: str, locale: str, out: Path) -> None:
+    """The README's "Evaluate before you publish": the waiter's sample dataset (evals/demo.py) run against the
+    published version and the draft, then compared."""
+    page = browser.new_context(locale=locale, viewport=VIEWPORT).new_page()
+    log_in(page, base, "restaurant-admin")
+    page.goto(f"{base}/agents/")
+    with page.expect_navigation():
+        page.locator("a", has_text="成都小吃服务员").first.click()
+    with page.expect_navigation():
+        page.click("#evaluation-link")
+    with page.expect_navigation():
+        page.locator("#datasets a", has_text="示例评测").first.click()
+    dataset_url = page.url
+    published = page.locator("#id_version option").nth(1).get_attribute("value")  # the newest published version
+    published_run = run_dataset(page, base, dataset_url, published)
+    run_dataset(page, base, dataset_url, "draft")
+    scroll_to(page, "#run-progress", above=90)
+    save(page, out, "eval-run.png")
+    page.select_option("#compare-other", value=published_run)
+    with page.expect_navigation():
+        page.click("#compare-runs")
+    page.locator("#compare-rows tbody tr").first.wait_for()
+    save(page, out, "eval-compare.png")
+    page.context.close()
+
+
 SHOTS = {
     "home": shoot_home,
     "agent-form": shoot_agent_form,  # and agent-tokens.png
     "chat-plan": shoot_chat_plan,
     "chat-waiter": shoot_chat_waiter,
     "knowledge-search": shoot_knowledge_search,
+    "evaluation": shoot_evaluation,  # eval-run.png and eval-compare.png
 }
 
 
