@@ -110,4 +110,4 @@ def seed_sample_evaluation(tenants: Sequence[Tenant], write: Callable[[str], Non
                 continue
             dataset = sample_dataset_ensure(agent=agent)
             count = dataset.cases.count()
-        write(f"Evaluation / 评估 @ {tenant.name}: {agent.name} › {dataset.name} ({count} cases)")
+        write(f"Evaluation / 评测 @ {tenant.name}: {agent.name} › {dataset.name} ({count} cases)")
