@@ -58,12 +58,17 @@ def _reachable_agents(request: Request) -> QuerySet[Agent]:
 
 
 class EvalDatasetSerializer(serializers.ModelSerializer):
-    case_count = serializers.IntegerField(read_only=True, required=False)
+    case_count = serializers.SerializerMethodField(help_text="How many cases the dataset holds.")
 
     class Meta:
         model = Dataset
         fields = ["id", "agent", "name", "description", "judge_prompt", "case_count", "created_at", "updated_at"]
         read_only_fields = ["id", "agent", "case_count", "created_at", "updated_at"]
+
+    def get_case_count(self, dataset: Dataset) -> int:
+        """The list's annotation when there is one (no query per row); a dataset just made or changed counts."""
+        counted = getattr(dataset, "case_count", None)
+        return counted if counted is not None else dataset.cases.count()
 
 
 class EvalCaseSerializer(serializers.ModelSerializer):

@@ -49,6 +49,7 @@ def _finished(tenant, run_id: int) -> Run:
 def test_datasets_and_cases(api, tenant, eval_agent):
     made = api.post(f"/api/v1/agents/{eval_agent.pk}/eval-datasets/", {"name": "Roofs"}, "application/json")
     assert made.status_code == 201 and made.json()["agent"] == eval_agent.pk
+    assert made.json()["case_count"] == 0  # as the schema says: every answer carries it, not only the list's
     dataset_id = made.json()["id"]
     again = api.post(f"/api/v1/agents/{eval_agent.pk}/eval-datasets/", {"name": "Roofs"}, "application/json")
     assert again.status_code == 400 and "name" in again.json()["error"]["fields"]
