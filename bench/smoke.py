@@ -22,7 +22,7 @@ for kb_retrieval; the data sets in ../shared/data; Debian's chromium and fonts-n
 browser-deps`). Without one, that benchmark's smoke fails saying what to do, and the others still run. CI has no copy
 of REALTALK: realtalk_build's smoke converts a made-up sample in its layout (--realtalk gives a copy); nor of
 MemoryBank: memorybank_build's smoke and memory_recall's memorybank-zh smoke read the committed made-up sample
-bench/data/memorybank_sample/.
+bench/data/memorybank_sample/; nor of LongMemEval: ualong_build's smoke adds bench/data/ualong_sample/.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def smokes(args: argparse.Namespace) -> dict[str, list[str]]:
         "screens/take": ["bench/screens/take.py", "--smoke"],
         "trace_overhead": ["bench/trace_overhead.py", "--smoke"],
         "trace_parts": ["bench/trace_parts.py", "--smoke"],
+        "ualong_build": ["bench/ualong_build.py", "--smoke"],
     }
 
 
