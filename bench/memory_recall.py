@@ -546,16 +546,30 @@ def print_goals(by_category: dict) -> None:
 
 
 def _target(name: str):
-    """(object, attribute) a --tune name sets: MEMORY_* a Django setting, "walk.X" / "store.X" a module constant."""
+    """(object, attribute) a --tune or --const name sets: MEMORY_* a Django setting, "walk.X" / "store.X" /
+    "rules.X" a module constant."""
     from django.conf import settings
 
     from memory.longterm import store
-    from memory.longterm.events import walk
+    from memory.longterm.events import rules, walk
 
     if "." not in name:
         return settings, name
     module, attribute = name.split(".", 1)
-    return {"walk": walk, "store": store}[module], attribute
+    return {"walk": walk, "store": store, "rules": rules}[module], attribute
+
+
+def set_constants(specs: list[str]) -> None:
+    """--const NAME=V: set a constant before anything is stored (what storing reads, e.g. rules.STATEMENT_CHARS,
+    which --tune cannot try on a stored graph)."""
+    from core.conf import setting
+
+    for spec in specs:
+        name, value = spec.split("=", 1)
+        target, attribute = _target(name)
+        current = getattr(target, attribute) if hasattr(target, attribute) else setting(attribute)
+        setattr(target, attribute, type(current)(value))
+        print(f"constant: {name}={value} (default {current})")
 
 
 def tune(spec: str, samples: list[Sample], owners: dict) -> None:
@@ -781,6 +795,11 @@ def main() -> None:
         "--shown-at", default="", metavar="B1,B2",
         help="also what the reply sees within these recall budgets (tokens), as columns shown@B",
     )  # fmt: skip
+    parser.add_argument(
+        "--const", action="append", default=[], metavar="NAME=V",
+        help="set a constant before storing (rules.STATEMENT_CHARS=200; a MEMORY_* setting); repeatable",
+    )  # fmt: skip
+    parser.add_argument("--half", choices=("dev", "check"), help="only the conversations of this half of a split set")
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL bench database")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "agentplat-memory-bench" / "vectors.sqlite3"))
     args = parser.parse_args()
@@ -798,6 +817,8 @@ def main() -> None:
     COLUMNS = (*COLUMNS, *(f"shown@{budget}" for budget in SHOWN_AT))
 
     samples = load_locomo(args.data)
+    if args.half:
+        samples = [sample for sample in samples if sample.split == args.half]
     if args.smoke:
         samples = smoke_samples(samples)
     url = prepare_database(args.database)
@@ -815,6 +836,7 @@ def main() -> None:
         "session and `refers_to` by a shared entity; no `causes`, no supersession, no `resolves` (those need the "
         "model)"
     )
+    set_constants(args.const)
     tenant = Tenant.objects.create(name="memory bench", slug="memory-bench")
     try:
         with tenant_scope(tenant):

@@ -50,7 +50,7 @@ def turn_memory_extract(
         for message in (user_message, reply):
             if message is None or not message.content.strip():
                 continue
-            extracted = {"new_events": [event_graph.rule_event(actor=message.role, text=message.content)]}
+            extracted = {"new_events": event_graph.rule_events(actor=message.role, text=message.content)}
             outcome = event_graph.events_store(
                 owner, extracted, conversation_id=conversation.pk, source_message_ids=[message.pk], now=now,
                 link_entities=True,

@@ -11,6 +11,7 @@ queues that work once the reply is stored, and the reply never waits for it).
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +23,20 @@ from llm.tokens import count_text
 from memory import traces
 from memory.longterm import events as event_graph
 from memory.longterm import store, strength
+from memory.longterm.events import excerpts
 from memory.longterm.strength import Owner
-from memory.models import Conversation, ConversationContext, TurnMemory
+from memory.models import Conversation, ConversationContext, Message, Role, TurnMemory
 
 TURN_TEXT_CHARS = 1500
+# A short message that points back ("what was her job again?", "and that one?", 她呢？, 那个呢？: at most RECENT_WIDTH
+# wide, with a third-person pronoun or a demonstrative) does not name what it is about: it is searched for with the
+# user's message before it in the conversation. A short message that names its subject ("Which locker code did I
+# give you?") is searched alone, as are longer ones. Not tuned: the benches' questions each open a conversation of
+# their own, so none of them has a turn before (tests/memory/test_recall_query.py shows both ways).
+RECENT_WIDTH = 80
+_POINTS_BACK = re.compile(
+    r"\b(?:he|him|his|she|her|hers|it|its|they|them|their|that|this|those|these|there)\b|[他她它那这]", re.IGNORECASE
+)
 EVENTS_SHARE = 0.5  # of the recall budget, the part the events' timeline may take (what it leaves goes to the rest)
 
 
@@ -81,6 +92,7 @@ def recall_for_turn(
     query = (query or "").strip()
     if not query:
         return Recalled()
+    query = recall_query(conversation, query, context)
     owner = owner_of(conversation)
     budget = recall_budget(window)
     lines: list[str] = []
@@ -112,6 +124,26 @@ def recall_for_turn(
             used_items.append({"kind": "turn", "id": turn.pk, "text": turn.text[:200]})
             spent += cost
     return Recalled(lines=lines, used=used_items)
+
+
+def recall_query(conversation: Conversation, message: str, context: ConversationContext | None = None) -> str:
+    """What recall searches for on `message`, the user's newest message: the message itself, or when it is short and
+    points back (RECENT_WIDTH, above) the user's message before it in the conversation's context and then the
+    message (one query, only then)."""
+    if excerpts.width(message) > RECENT_WIDTH or not _POINTS_BACK.search(message):
+        return message
+    if context is not None and context.conversation_id == conversation.pk:
+        active_ids = context.active_messages or []
+    else:
+        active = ConversationContext.objects.filter(conversation=conversation).values_list("active_messages", flat=True)
+        active_ids = active.first() or []
+    earlier = (
+        Message.objects.filter(pk__in=active_ids[-8:], role=Role.USER)
+        .order_by("-pk")
+        .values_list("content", flat=True)[:2]
+    )
+    before = [text.strip() for text in earlier if text.strip() and text.strip() != message]
+    return f"{before[0]}\n{message}" if before else message
 
 
 def _old_turns(conversation: Conversation, query: str, context: ConversationContext | None) -> list[TurnMemory]:

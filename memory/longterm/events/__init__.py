@@ -27,7 +27,7 @@ from memory.longterm.events.extract import (
     parse_extraction,
 )
 from memory.longterm.events.passages import timeline
-from memory.longterm.events.rules import rule_entities, rule_event
+from memory.longterm.events.rules import rule_entities, rule_event, rule_events, statements
 from memory.longterm.events.storing import StoreOutcome, events_store, new_event_id, search_text
 from memory.longterm.events.walk import Walked, events_walk
 
@@ -47,6 +47,8 @@ __all__ = [
     "parse_extraction",
     "rule_entities",
     "rule_event",
+    "rule_events",
     "search_text",
+    "statements",
     "timeline",
 ]

@@ -24,7 +24,7 @@ _ASCII_WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?")
 CJK_WIDTH = 3  # a Chinese character counts as this many letters of `limit` (about its share of tokens)
 _CJK = re.compile(r"[\u3000-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _FUNCTION_CHARACTERS = frozenset("我你您他她它的了是在和有")  # single Chinese characters that say whom, not what
-_CJK_ENDS = frozenset("。！？；…”’」』）")
+CJK_ENDS = frozenset("。！？；…”’」』）")  # a sentence ending in one is joined to the next without a space
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def width(text: str) -> int:
 
 def _joined(parts: list[str]) -> str:
     """Sentences put back together: a space after an English one, none after a Chinese one."""
-    return "".join(part + ("" if part[-1] in _CJK_ENDS else " ") for part in parts).rstrip()
+    return "".join(part + ("" if part[-1] in CJK_ENDS else " ") for part in parts).rstrip()
 
 
 def _next_side(parts: list[_Sentence], start: int, end: int, size: int, limit: int) -> int | None:
