@@ -29,16 +29,19 @@ DUPLICATE_OVERLAP = 0.0  # an event sharing this share of its terms with a taken
 SESSION_EVENTS = 0  # events of one session taken before the other sessions' (0: no limit)
 
 
-def _passages(events: list[Event], neighbours: set[tuple[int, int]]) -> list[list[Event]]:
-    """`events` grouped into runs of neighbours (each run in time order), the runs in time order."""
+def _passages(events: list[Event], neighbours: dict[int, set[int]]) -> list[list[Event]]:
+    """`events` grouped into runs of neighbours (each run in time order), the runs in time order: an event joins the
+    first run (in the order the runs were begun) that holds one of its neighbours."""
     ordered = sorted(events, key=lambda event: (event.timestamp, event.pk))
     runs: list[list[Event]] = []
+    run_of: dict[int, int] = {}  # event -> its run (one lookup per neighbour, not a scan of every run per event)
     for event in ordered:
-        joined = next((run for run in runs if any((event.pk, other.pk) in neighbours for other in run)), None)
+        joined = min((run_of[pk] for pk in neighbours.get(event.pk, ()) if pk in run_of), default=None)
         if joined is None:
-            runs.append([event])
-        else:
-            joined.append(event)
+            joined = len(runs)
+            runs.append([])
+        runs[joined].append(event)
+        run_of[event.pk] = joined
     return runs
 
 
@@ -66,14 +69,15 @@ def _repeats(summary: str, seen: list[str]) -> bool:
     return any(summary == other or (len(summary) >= 20 and summary in other) for other in seen)
 
 
-def _links(walked) -> tuple[dict[int, list[str]], set[tuple[int, int]]]:
-    """The relations a passage writes out (per source event) and the pairs of `follows` neighbours."""
+def _links(walked) -> tuple[dict[int, list[str]], dict[int, set[int]]]:
+    """The relations a passage writes out (per source event) and each event's `follows` neighbours."""
     ids = {event.pk: event.event_id for event in walked.events}
     outgoing: dict[int, list[str]] = {}
-    neighbours: set[tuple[int, int]] = set()
+    neighbours: dict[int, set[int]] = {}
     for relation in walked.relations:
         if relation.kind == RelationKind.FOLLOWS:
-            neighbours |= {(relation.source_id, relation.target_id), (relation.target_id, relation.source_id)}
+            neighbours.setdefault(relation.source_id, set()).add(relation.target_id)
+            neighbours.setdefault(relation.target_id, set()).add(relation.source_id)
         elif relation.kind in SHOWN_RELATIONS:
             outgoing.setdefault(relation.source_id, []).append(f"{relation.kind} → {ids.get(relation.target_id, '?')}")
     return outgoing, neighbours

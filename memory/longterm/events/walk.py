@@ -103,13 +103,15 @@ class _Graph:
         """The relations touching `ids` (either end)."""
         missing = [pk for pk in dict.fromkeys(ids) if pk not in self.read]
         if missing:
-            touching = Q(source_id__in=missing) | Q(target_id__in=missing)  # PostgreSQL: a BitmapOr of the two indexes
-            rows = (
-                EventRelation.objects.filter(touching)
-                .annotate(target_action=self.target_action())
-                .values_list(*self.FIELDS)
-            )
-            for row in rows:
+
+            def read() -> list[tuple]:
+                touching = Q(source_id__in=missing) | Q(target_id__in=missing)  # PostgreSQL: a BitmapOr of the two
+                rows = EventRelation.objects.filter(touching).annotate(target_action=self.target_action())
+                return list(rows.values_list(*self.FIELDS))
+
+            # Built and compiled once per number of ids (and tenant scope): the statement stays, the ids change.
+            key = (*store.scope_key(EventRelation), "around", len(missing))
+            for row in store.repeated(EventRelation, key, read, variable=[*missing, *missing]):
                 link = _Link._make(row)
                 if link.pk not in self.links:
                     self.links[link.pk] = link
@@ -268,36 +270,45 @@ def events_walk(
     total = {pk: score + gain.get(pk, 0.0) for pk, score in scores.of(candidates).items()}
     beyond = (depth + 1, 9)
     order = sorted(candidates, key=lambda pk: (-total[pk], *reached.get(pk, (0, 0) if pk in seeds else beyond), -pk))
-    if LONE_SESSION and not fixed:
-        order = _lone_sessions_kept(order, seeds, top_k)
+    found: dict[int, Event] = {}
+    if LONE_SESSION and not fixed and not set(order[:top_k]) <= set(seeds):
+        # The events the choice below can take are among the seeds and the first `limit` of `order`: read once, for
+        # their sessions here and for the result after.
+        found = _events_read([*seeds, *order[:limit]])
+        order = _lone_sessions_kept(order, seeds, top_k, found)
     kept = set(seeds)
     chosen = (seeds + [pk for pk in order if pk not in kept])[:limit] if fixed else order[:limit]
-    return replace(_walked(graph, chosen, seeds if fixed else chosen[:top_k]), query=query)
+    return replace(_walked(graph, chosen, seeds if fixed else chosen[:top_k], found), query=query)
 
 
-def _lone_sessions_kept(order: list[int], seeds: list[int], top_k: int) -> list[int]:
+def _lone_sessions_kept(order: list[int], seeds: list[int], top_k: int, found: dict[int, Event]) -> list[int]:
     """`order` with its first `top_k` holding every seed whose conversation has at most LONE_SESSION events in the
-    first `top_k` of `order` (the walked events entering take the places of the weakest other seeds). One query,
-    only when a walked event enters the first `top_k`."""
-    inside = set(seeds)
+    first `top_k` of `order` (the walked events entering take the places of the weakest other seeds; `found`: the
+    events of the seeds and of that head, read)."""
     head = order[:top_k]
-    if all(pk in inside for pk in head):
-        return order
-    session = dict(Event.objects.filter(id__in=[*head, *seeds]).values_list("id", "conversation_id"))
+    session = {pk: event.conversation_id for pk, event in found.items()}
     per = Counter(session.get(pk) for pk in head)
     kept = {pk for pk in seeds if per[session.get(pk)] <= LONE_SESSION}
     taken = kept | set([pk for pk in order if pk not in kept][: top_k - len(kept)])
     return [pk for pk in order if pk in taken] + [pk for pk in order if pk not in taken]
 
 
-def _walked(graph: _Graph, chosen: list[int], retrieved: list[int]) -> Walked:
+def _events_read(ids: Sequence[int]) -> dict[int, Event]:
+    """The events `ids` by id (one query; their keyword terms and vector are not read)."""
+    return Event.objects.defer("terms", "embedding").in_bulk(list(dict.fromkeys(ids)))
+
+
+def _walked(graph: _Graph, chosen: list[int], retrieved: list[int], found: dict[int, Event]) -> Walked:
+    """The result: the `chosen` events (those not in `found` read now) and the relations among them."""
     inside = set(chosen)
     edges = [
         EventRelation(pk=link.pk, source_id=link.source, target_id=link.target, kind=link.kind)
         for link in graph.links.values()
         if link.source in inside and link.target in inside
     ]
-    found = Event.objects.defer("terms", "embedding").in_bulk(chosen)
+    missing = [pk for pk in chosen if pk not in found]
+    found = {**found, **_events_read(missing)} if missing else found
+    found = {pk: found[pk] for pk in chosen if pk in found}
     # The events that replaced some of them (their ids are shown): rare, so read apart rather than joined every time.
     newer_ids = {event.superseded_by_id for event in found.values() if event.superseded_by_id}
     if newer_ids:
