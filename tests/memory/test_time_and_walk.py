@@ -51,6 +51,11 @@ def test_time_expressions_resolve_against_the_day_they_were_said(text, labels):
     assert [period.label for period in resolve(text, MONDAY)] == labels
 
 
+def test_a_time_that_no_calendar_holds_is_no_time_and_no_error():
+    # Found by the long Chinese memory set: a message with "0000年" made the rules extraction raise.
+    assert [period.label for period in resolve("密码是0000年的那个，10000000天前；昨天", MONDAY)] == ["2023-05-07"]
+
+
 def test_a_period_label_reads_back():
     for label in ("2023-05-07", "2023-05-01..2023-05-07", "2023-05", "2023"):
         assert Period.parse(label).label == label

@@ -231,7 +231,10 @@ def resolve(text: str, said: dt.date | dt.datetime) -> list[Period]:
             if any(match.start() < end and start < match.end() for start, end in taken):
                 continue
             taken.append(match.span())
-            period = build(match, day)
+            try:
+                period = build(match, day)
+            except (ValueError, OverflowError):  # no such day: "0000年", "9999年前", "100000 days ago"
+                period = None
             if period is not None:
                 found.setdefault(period, match.start())
     return sorted(found, key=found.__getitem__)
