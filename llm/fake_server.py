@@ -86,6 +86,8 @@ class FakeServer:
                 "path": path,
                 "authorization": headers.get("authorization", ""),
                 "host": headers.get("host", ""),
+                # Which of the client's connections sent it (its port): a test sees connections reused.
+                "client_port": (writer.get_extra_info("peername") or (None, None))[1],
                 "body": payload,
                 "time": time.time(),
             }

@@ -54,8 +54,16 @@ class Chunk:
         return f"Chunk({self._data!r})"
 
 
+# How long what follows a stream's `[DONE]` is read before the connection is given up (the openai SDK's bound).
+DRAIN_SECONDS = 0.1
+
+
 async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The `data` of each server-sent event (multi-line data joined with newlines), up to `[DONE]`."""
+    """The `data` of each server-sent event (multi-line data joined with newlines), up to `[DONE]`.
+
+    What follows `[DONE]` is read to the end of the body and dropped, as the openai SDK does on HTTP/1.1: a response
+    left unread closes its connection instead of returning it to the pool, and every model call then opened a new
+    one (a TCP connect, and a TLS handshake on a real provider). That read is bounded and never fails the reply."""
     data: list[str] = []
     async for line in lines:
         if not line:
@@ -63,12 +71,21 @@ async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
                 payload = "\n".join(data)
                 data = []
                 if payload == "[DONE]":
+                    await _drained(lines)
                     return
                 yield payload
         elif line.startswith("data:"):
             data.append(line[6:] if line.startswith("data: ") else line[5:])
     if data and "\n".join(data) != "[DONE]":
         yield "\n".join(data)
+
+
+async def _drained(lines: AsyncIterator[str]) -> None:
+    """Read the rest of a finished stream for up to DRAIN_SECONDS; a failure there only costs the connection."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _line in lines:
+                pass
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
+import httpx2
 import pytest
 from django.urls import reverse
 
@@ -17,7 +19,7 @@ from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, LLMError, message_for
 from llm.messages import ChatMessage
 from llm.models import ModelProvider
 from llm.options import ChatRequest
-from llm.transports import Connection, OpenAICompatibleTransport
+from llm.transports import Connection, OpenAICompatibleTransport, sse_data
 from tenants.scope import tenant_scope
 from tests.factories import refreshed
 from tests.llm.factories import ModelProviderFactory
@@ -156,3 +158,40 @@ def test_l7_the_call_connects_to_the_address_it_checked(scripted_llm):
     with pytest.raises(LLMError) as refused:
         asyncio.run(reply())
     assert refused.value.code == PRIVATE_ADDRESS and len(scripted_llm.requests()) == 1
+
+
+def test_consecutive_calls_reuse_one_connection(scripted_llm):
+    """A streamed reply is read to the end of its body after `[DONE]`, so its connection goes back to the pool: the
+    next call is sent on it (each call used to open a new connection, a TLS handshake on a real provider)."""
+    transport = OpenAICompatibleTransport()
+    connection = Connection(kind="openai", base_url=scripted_llm.base_url, private_allowed=True)
+    params = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def replies() -> list[str]:
+        return [
+            "".join([c.choices[0].delta.content or "" async for c in transport.stream(connection, params) if c.choices])
+            for _ in range(3)
+        ]
+
+    assert asyncio.run(replies()) == ["You said: hi"] * 3
+    ports = {request["client_port"] for request in scripted_llm.requests()}
+    assert len(ports) == 1 and None not in ports
+
+
+def test_what_follows_done_never_fails_or_holds_up_the_reply():
+    """The read after `[DONE]` is bounded: a body that breaks there, or never ends, still gives the whole reply."""
+
+    async def lines(after_done: str) -> AsyncIterator[str]:
+        for line in ('data: {"n": 1}', "", "data: [DONE]", ""):
+            yield line
+        if after_done == "breaks":
+            raise httpx2.ReadError("connection reset")
+        await asyncio.sleep(60)
+
+    async def read(after_done: str) -> tuple[list[str], float]:
+        started = time.monotonic()
+        return [payload async for payload in sse_data(lines(after_done))], time.monotonic() - started
+
+    for after_done in ("breaks", "hangs"):
+        payloads, seconds = asyncio.run(read(after_done))
+        assert payloads == ['{"n": 1}'] and seconds < 5
