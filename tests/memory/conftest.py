@@ -3,8 +3,17 @@
 import pytest
 
 from agents.services import agent_create
+from memory.longterm import store
 from tenants.scope import tenant_scope
 from tests.llm.factories import ModelProviderFactory
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memory_collections():
+    """The search collections are per process and keyed by ids a rolled-back database hands out again."""
+    store.clear_caches()
+    yield
+    store.clear_caches()
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
-
 from agents.services import conversation_start
 from memory.longterm import store
 from memory.longterm.events import events_store, events_walk, rule_event
@@ -15,14 +13,6 @@ from memory.longterm.recall import owner_of
 from memory.models import Event
 
 T0 = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memory_collections():
-    """The search collections are per process and keyed by ids a rolled-back database hands out again."""
-    store.clear_caches()
-    yield
-    store.clear_caches()
 
 
 def test_english_words_fold_past_the_plural_and_question_words_leave_the_keyword_query():

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from agents.services import agent_create
-from memory.longterm import metrics, store
+from memory.longterm import metrics
 from memory.models import Dream, Entity, Event, EventRelation, MemoryItem, MemoryMetric
 from tenants.scope import tenant_scope
 from tests.memory.memory_data import remember_story
@@ -21,12 +21,6 @@ ADMIN_PAGES = ["event", "entity", "memoryitem", "turnmemory", "dream", "memoryme
 @pytest.fixture(autouse=True)
 def _english(client):
     client.defaults.update(HTTP_ACCEPT_LANGUAGE="en")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memory_collections():
-    store.clear_caches()
-    yield
 
 
 @pytest.fixture

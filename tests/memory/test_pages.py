@@ -10,7 +10,6 @@ import pytest
 from django.urls import reverse
 
 from agents.services import agent_create, conversation_start
-from memory.longterm import store
 from memory.longterm.recall import turn_index
 from memory.longterm.selectors import memory_counts
 from memory.models import Dream, Entity, Event, EventRelation, MemoryItem, Message
@@ -27,14 +26,6 @@ pytestmark = pytest.mark.django_db
 def _english(client):
     """The assertions read the English texts (the site's default language is zh-hans)."""
     client.defaults.update(HTTP_ACCEPT_LANGUAGE="en")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memory_collections():
-    """The search collections are per process and keyed by ids a rolled-back database hands out again."""
-    store.clear_caches()
-    yield
-    store.clear_caches()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import pytest
 
 from agents.services import agent_create, conversation_start
 from core.db import database_sync_to_async
-from memory.longterm import store
 from memory.longterm.events import events_store, rule_event
 from memory.longterm.recall import owner_of, recall_budget
 from memory.overflow import RECALLED_HEADING
@@ -30,14 +29,6 @@ def test_the_budget_is_a_share_of_the_window_between_the_floor_and_the_cap(setti
     assert recall_budget(None) == 800  # the provider does not say: the floor
     settings.MEMORY_RECALL_SHARE = 0.0
     assert recall_budget(128_000) == 800  # the share off: the fixed setting alone
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memory_collections():
-    """The search collections are per process and keyed by ids a rolled-back database hands out again."""
-    store.clear_caches()
-    yield
-    store.clear_caches()
 
 
 def _setup(tenant, member, base_url: str, window: int):

@@ -16,13 +16,6 @@ from tenants.scope import tenant_scope
 T0 = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_memory_collections():
-    store.clear_caches()
-    yield
-    store.clear_caches()
-
-
 def _say(owner, conversation, text, minutes):
     outcome = events_store(
         owner, {"new_events": [rule_event(actor="user", text=text)]}, conversation_id=conversation.pk,

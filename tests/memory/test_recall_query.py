@@ -5,18 +5,10 @@ alone, with no statement read for it. Real messages, real rules extraction and r
 import pytest
 
 from agents.services import conversation_start
-from memory.longterm import store
 from memory.longterm.events import events_walk
 from memory.longterm.extraction import turn_memory_extract
 from memory.longterm.recall import RECENT_WIDTH, owner_of, recall_for_turn, recall_query
 from memory.services import message_add
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memory_collections():
-    store.clear_caches()
-    yield
-    store.clear_caches()
 
 
 def _remember(agent, member, text):

@@ -6,21 +6,12 @@ import datetime as dt
 import pytest
 
 from agents.services import conversation_start
-from memory.longterm import store
 from memory.longterm.events import events_store, events_walk, excerpts, passages, rule_event, timeline
 from memory.longterm.recall import owner_of
 
 T0 = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 FILLER_EN = "We talked about the weather and the traffic on the way home for a while. " * 3
 FILLER_ZH = "今天的天气一般，路上车很多，我们聊了很久别的事情。" * 4
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memory_collections():
-    """The search collections are per process and keyed by ids a rolled-back database hands out again."""
-    store.clear_caches()
-    yield
-    store.clear_caches()
 
 
 def test_sentences_split_at_english_and_chinese_punctuation():

@@ -8,7 +8,6 @@ import itertools
 import pytest
 
 from agents.services import conversation_start
-from memory.longterm import store
 from memory.longterm.events import events_walk, excerpts, rules, statements
 from memory.longterm.extraction import turn_memory_extract
 from memory.longterm.recall import owner_of
@@ -22,14 +21,6 @@ TIPS = (
     "Avoid heavy meals and caffeine in the evening, since both keep the body busy when it should rest. "
 )
 FACT = "Since you said your daughter Mia starts violin lessons at the conservatory on Tuesdays, plan the evening early."
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memory_collections():
-    """The search collections are per process and keyed by ids a rolled-back database hands out again."""
-    store.clear_caches()
-    yield
-    store.clear_caches()
 
 
 @pytest.fixture

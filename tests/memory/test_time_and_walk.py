@@ -16,14 +16,6 @@ MONDAY = dt.date(2023, 5, 8)
 T0 = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_memory_collections():
-    """The search collections are per process and keyed by ids a rolled-back database hands out again."""
-    store.clear_caches()
-    yield
-    store.clear_caches()
-
-
 @pytest.mark.parametrize(
     ("text", "labels"),
     [
