@@ -40,6 +40,7 @@ from tenants.scope import all_tenants, tenant_scope
 from tests.api.attachment_files import renamed_executable, small_png
 from tests.factories import MembershipFactory
 from tests.llm.factories import ModelProviderFactory
+from tests.rates import inside_one_window
 from tests.turns import wait_turns
 from tests.websockets import session_cookie
 from tests.widget.helpers import HOST, ticket_for
@@ -433,6 +434,7 @@ async def test_every_surface_answers_a_resent_client_id_once(surface, world):
 # (tests/api), visitors their embed's hourly rate (tests/widget/test_socket.py): a key is not held to the pages' rate.
 async def test_the_chat_page_refuses_a_member_over_their_message_rate_and_a_key_is_not_held_to_it(world, settings):
     settings.CHAT_USER_MESSAGES_PER_MINUTE = 1
+    await inside_one_window()
     first = await chat_socket(world, "member", None, "one", uuid.uuid4().hex)
     await wait_turns()
     assert first.code is None

@@ -22,6 +22,7 @@ from tenants.scope import all_tenants, tenant_scope
 from tests.factories import MembershipFactory
 from tests.knowledge.factories import make_pdf
 from tests.llm.factories import ModelProviderFactory
+from tests.rates import inside_one_window
 from tests.turns import wait_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -231,6 +232,7 @@ async def test_a_message_refused_for_its_text_stores_none_of_its_files(
     assert isinstance(refusal, Refusal) and refusal.code == RefusalCode.TOO_MANY_ATTACHMENTS
     settings.ATTACHMENTS_PER_MESSAGE = 5
     settings.CHAT_USER_MESSAGES_PER_MINUTE = 1  # the message's own limits refuse it after its file was read
+    await inside_one_window()
     assert isinstance(await _send(caller, agent, "first", "c3"), Admitted)
     files_before = await _counts()
     refusal = await _send(caller, agent, "second", "c4", uploads=[Upload("menu.png", menu_png())])
