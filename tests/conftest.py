@@ -204,4 +204,5 @@ def asgi_live_server(_asgi_server, transactional_db, settings):
     # A fresh chat frame log in Redis for each test: a recreated test database reuses conversation ids, and an
     # earlier run's frames or running-turn claim for the same id must not leak in.
     settings.CHAT_STREAM_PREFIX = f"chat-test-{uuid.uuid4().hex[:12]}"
-    return _asgi_server
+    yield _asgi_server
+    _asgi_server.settle()  # before transactional_db's flush (this fixture's teardown runs first)

@@ -54,6 +54,29 @@ class AsgiLiveServer:
         if not self._ready.wait(15) or self._error is not None:
             raise RuntimeError(f"Daphne did not start: {self._error!r}")
 
+    def settle(self, timeout: float = 2.0) -> bool:
+        """Wait until no HTTP request is being answered (open websockets are left alone), at most `timeout` seconds:
+        a request still writing after its test (a key's last use, a session's close) must not hold a table the test
+        database's flush waits for (seen in CI: a deadlock between the two). True when it settled."""
+        import time  # as above: nothing at import time of this module
+
+        from daphne.ws_protocol import WebSocketProtocol  # after daphne.server chose the reactor
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                running = [
+                    details["application_instance"]
+                    for protocol, details in list(self._server.connections.items())
+                    if not isinstance(protocol, WebSocketProtocol) and "application_instance" in details
+                ]
+            except RuntimeError:  # the reactor's thread changed the dict while it was read
+                continue
+            if all(instance.done() for instance in running):
+                return True
+            time.sleep(0.02)
+        return False
+
     def stop(self) -> None:
         from twisted.internet import reactor
 
