@@ -161,7 +161,7 @@ def test_a_key_over_its_rate_is_told_when_to_retry(asgi_live_server, published, 
     SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
     try:
         key, secret = make_key(tenant_admin, scopes=[KeyScope.MCP])
-        cache.delete(f"throttle_api_key_{key.pk}")
+        cache.delete(f"throttle_api_key_{key.prefix}")
         headers = {**ACCEPT, "Authorization": f"Bearer {secret}", "Accept-Language": "en"}
         with httpx2.Client(timeout=10) as http:
             assert http.post(f"{asgi_live_server.url}/mcp", json=LIST_TOOLS, headers=headers).status_code == 200
