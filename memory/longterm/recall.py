@@ -126,17 +126,21 @@ def recall_for_turn(
     return Recalled(lines=lines, used=used_items)
 
 
+def _active_ids(conversation: Conversation, context: ConversationContext | None) -> list[int]:
+    """The ids of the messages in the conversation's context (from `context` when the caller read it)."""
+    if context is not None and context.conversation_id == conversation.pk:
+        return context.active_messages or []
+    active = ConversationContext.objects.filter(conversation=conversation).values_list("active_messages", flat=True)
+    return active.first() or []
+
+
 def recall_query(conversation: Conversation, message: str, context: ConversationContext | None = None) -> str:
     """What recall searches for on `message`, the user's newest message: the message itself, or when it is short and
     points back (RECENT_WIDTH, above) the user's message before it in the conversation's context and then the
     message (one query, only then)."""
     if excerpts.width(message) > RECENT_WIDTH or not _POINTS_BACK.search(message):
         return message
-    if context is not None and context.conversation_id == conversation.pk:
-        active_ids = context.active_messages or []
-    else:
-        active = ConversationContext.objects.filter(conversation=conversation).values_list("active_messages", flat=True)
-        active_ids = active.first() or []
+    active_ids = _active_ids(conversation, context)
     earlier = (
         Message.objects.filter(pk__in=active_ids[-8:], role=Role.USER)
         .order_by("-pk")
@@ -147,11 +151,7 @@ def recall_query(conversation: Conversation, message: str, context: Conversation
 
 
 def _old_turns(conversation: Conversation, query: str, context: ConversationContext | None) -> list[TurnMemory]:
-    if context is not None and context.conversation_id == conversation.pk:
-        active_ids = context.active_messages or []
-    else:
-        active = ConversationContext.objects.filter(conversation=conversation).values_list("active_messages", flat=True)
-        active_ids = active.first() or []
+    active_ids = _active_ids(conversation, context)
     if not active_ids:
         return []
     first_active = min(active_ids)
