@@ -78,10 +78,21 @@ def statements(text: str) -> list[str]:
     return pieces
 
 
-def _action(actor: str, text: str) -> str:
-    if _QUESTION.search(text.lower()):
+def _action(actor: str, text: str, *, may_ask: bool = True) -> str:
+    if may_ask and _QUESTION.search(text.lower()):
         return "query"
     return "report" if actor == EventActor.USER else "answer"
+
+
+def _event(number: int, actor: str, summary: str, action: str) -> dict[str, Any]:
+    return {
+        "event_id": f"n{number}",
+        "actor": actor,
+        "action_type": action,
+        "content_summary": summary,
+        "entities": rule_entities(summary),
+        "status": EventStatus.COMPLETED,
+    }
 
 
 def rule_events(*, actor: str, text: str) -> list[dict[str, Any]]:
@@ -89,31 +100,13 @@ def rule_events(*, actor: str, text: str) -> list[dict[str, Any]]:
     question is what the message as a whole asks: only its last statement can be a `query` (what follows it is
     read as its answer)."""
     parts = statements(text)
-    events = []
-    for number, summary in enumerate(parts, start=1):
-        last = number == len(parts)
-        action = _action(actor, summary) if last else ("report" if actor == EventActor.USER else "answer")
-        events.append(
-            {
-                "event_id": f"n{number}",
-                "actor": actor,
-                "action_type": action,
-                "content_summary": summary,
-                "entities": rule_entities(summary),
-                "status": EventStatus.COMPLETED,
-            }
-        )
-    return events
+    return [
+        _event(number, actor, summary, _action(actor, summary, may_ask=number == len(parts)))
+        for number, summary in enumerate(parts, start=1)
+    ]
 
 
 def rule_event(*, actor: str, text: str) -> dict[str, Any]:
     """One event for one message, without a model (its first SUMMARY_CHARS characters)."""
     summary = re.sub(r"\s+", " ", text).strip()[:SUMMARY_CHARS]
-    return {
-        "event_id": "n1",
-        "actor": actor,
-        "action_type": _action(actor, summary),
-        "content_summary": summary,
-        "entities": rule_entities(summary),
-        "status": EventStatus.COMPLETED,
-    }
+    return _event(1, actor, summary, _action(actor, summary))
