@@ -355,7 +355,9 @@ class TurnIndex:
         turns = sample.turns
         self.dia = [turn.dia_id for turn in turns]
         ids = list(range(len(turns)))
-        vectors = store.embedder().embed([turn.content for turn in turns]).astype(np.float32)
+        # The model memory would use for this conversation's language (MEMORY_EMBEDDER; "auto": by script).
+        self.model = store.embedder_for(" ".join(turn.content for turn in turns))
+        vectors = self.model.embed([turn.content for turn in turns]).astype(np.float32)
         terms = [store.stored_terms(turn.content) for turn in turns]
         self.collection = Collection(
             segments=(BM25Index(ids, terms),), vector_ids=np.asarray(ids, dtype=np.int64), matrix=vectors
@@ -365,12 +367,11 @@ class TurnIndex:
         from collection_rank import rank_collection
 
         from knowledge.retrieval import query_vector
-        from memory.longterm import store
 
         if method == "vector":
-            scores = self.collection.matrix @ query_vector(store.embedder(), query)
+            scores = self.collection.matrix @ query_vector(self.model, query)
             return [self.dia[i] for i in np.argsort(-scores, kind="stable")[:TOP]]
-        embedder = store.embedder() if method == "hybrid" else None
+        embedder = self.model if method == "hybrid" else None
         ranked = rank_collection(self.collection, query, embedder=embedder, top_k=TOP)
         return [self.dia[i] for i, _ in ranked]
 
@@ -769,6 +770,24 @@ def measure_latency(conversation, questions: list[str], rounds: int) -> None:
 # --- main ------------------------------------------------------------------------------------------------------------
 
 
+def cache_models(path: Path) -> list[CachedEmbedder]:
+    """Memory's local models (`store.embedders()`) served from an on-disk cache of vectors until `uncache_models`."""
+    from knowledge import embedders
+    from memory.longterm import store
+
+    cached = [CachedEmbedder(model, path) for model in store.embedders()]
+    for model in cached:
+        setattr(embedders, f"_{model.kind}", model)
+    return cached
+
+
+def uncache_models(cached: list[CachedEmbedder]) -> None:
+    from knowledge import embedders
+
+    for model in cached:
+        setattr(embedders, f"_{model.kind}", model.inner)
+
+
 def main() -> None:
     parser = bench_parser(
         __doc__,
@@ -825,8 +844,6 @@ def main() -> None:
     setup_django("memory-bench-")
     from django.db import connection, connections
 
-    from knowledge import embedders
-    from memory.longterm import store
     from tenants.models import Tenant
     from tenants.scope import tenant_scope
 
@@ -840,9 +857,7 @@ def main() -> None:
     tenant = Tenant.objects.create(name="memory bench", slug="memory-bench")
     try:
         with tenant_scope(tenant):
-            kind = "_local_multilingual" if store.embedder().kind == "local_multilingual" else "_local"
-            real = store.embedder()
-            setattr(embedders, kind, CachedEmbedder(real, Path(args.cache)))
+            cached = cache_models(Path(args.cache))
             owners = {}
             for sample in samples:
                 started = time.perf_counter()
@@ -855,8 +870,8 @@ def main() -> None:
                     flush=True,
                 )
             by_category, by_sample, times = evaluate(samples, owners)
-            print(f"  embeddings computed this run (not cached yet): {getattr(embedders, kind).computed}")
-            setattr(embedders, kind, real)
+            print(f"  embeddings computed this run (not cached yet): {sum(model.computed for model in cached)}")
+            uncache_models(cached)
             print_table(
                 "per category", by_category, [*CATEGORIES, "all"],
                 lambda key: f"{key} {CATEGORIES[key]}" if key in CATEGORIES else "overall 1-4",

@@ -359,9 +359,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "MEMORY_EMBEDDER",
         "str",
-        "local",
-        'The local model that embeds long-term memory: "local" (English all-MiniLM-L6-v2) or "local_multilingual" '
-        "(multilingual-e5-small); rows embedded by the other model are found by keyword until `reembed_memory`.",
+        "auto",
+        'The local models that embed long-term memory: "auto" (each text by the model for its language: English '
+        'all-MiniLM-L6-v2 for Latin script, multilingual-e5-small otherwise), "local" (MiniLM for everything) or '
+        '"local_multilingual" (e5 for everything); rows embedded otherwise are found by keyword until '
+        "`reembed_memory`.",
     ),
     Setting("MEMORY_EXPAND_DEPTH", "int", 2, "Before a turn: hops followed along the retrieved events' relations."),
     Setting("MEMORY_TURNS_TOP_K", "int", 3, "Before a turn: old turns recalled."),

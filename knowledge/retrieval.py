@@ -352,6 +352,9 @@ class Collection:
     segments: tuple[BM25Index, ...]
     vector_ids: np.ndarray
     matrix: np.ndarray  # float32, len(vector_ids) x dimension, rows L2-normalised
+    # When the rows come from several embedders (long-term memory's MEMORY_EMBEDDER=auto): where each one's rows
+    # end in `matrix`, in the caller's order of embedders; empty: all rows are the first embedder's.
+    group_ends: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:

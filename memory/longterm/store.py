@@ -21,6 +21,7 @@ reaches along relations (memory.longterm.events.events_walk).
 
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 import itertools
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from django.db.models import Count, Max, Model
 
@@ -76,27 +78,74 @@ def stored_terms(text: str) -> str:
     return " ".join(terms_for(text))
 
 
-def embedder() -> Embedder:
-    """The embedder of long-term memory: a local model (offline, no quota), MEMORY_EMBEDDER."""
-    return local_embedder(setting("MEMORY_EMBEDDER"))
+class MemoryEmbedder(enum.StrEnum):
+    """MEMORY_EMBEDDER: which local model (offline, no quota) embeds long-term memory."""
+
+    AUTO = "auto"  # each text by the model that reads its language: English MiniLM for Latin script, else e5
+    LOCAL = "local"  # English all-MiniLM-L6-v2 for everything
+    LOCAL_MULTILINGUAL = "local_multilingual"  # multilingual-e5-small for everything
 
 
-def embed(texts: Sequence[str]) -> tuple[list[tuple[float, ...] | None], str]:
-    """Vectors of `texts` (None each when the model fails) and the embedder's signature."""
-    model = embedder()
-    if not texts:
-        return [], model.signature()
+# AUTO sends a text to the English model when at least this share of its letters is Latin script.
+LATIN_SHARE = 0.9
+_LATIN_LETTER = re.compile(r"[A-Za-z\u00C0-\u024F]")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _choice() -> MemoryEmbedder:
+    value = setting("MEMORY_EMBEDDER")
     try:
-        vectors = model.embed(list(texts))
-    except EmbedderError:
-        return [None] * len(texts), ""
-    return [tuple(float(v) for v in row) for row in vectors], model.signature()
+        return MemoryEmbedder(value)
+    except ValueError:
+        choices = ", ".join(choice.value for choice in MemoryEmbedder)
+        raise ImproperlyConfigured(
+            f"MEMORY_EMBEDDER 的值 {value!r} 无效，可选：{choices} / MEMORY_EMBEDDER={value!r} is not one of {choices}."
+        ) from None
+
+
+def embedders() -> tuple[Embedder, ...]:
+    """The models whose vectors count, in the order of a collection's groups (`Collection.group_ends`)."""
+    choice = _choice()
+    if choice is MemoryEmbedder.AUTO:
+        return (local_embedder(MemoryEmbedder.LOCAL), local_embedder(MemoryEmbedder.LOCAL_MULTILINGUAL))
+    return (local_embedder(choice),)
+
+
+def reads_as_latin(text: str) -> bool:
+    """Whether at least LATIN_SHARE of the letters of `text` are Latin script (no letters: yes)."""
+    letters = len(_LETTER.findall(text))
+    return not letters or len(_LATIN_LETTER.findall(text)) >= LATIN_SHARE * letters
+
+
+def embedder_for(text: str) -> Embedder:
+    """The model that embeds `text` (MEMORY_EMBEDDER; with "auto", the English model for Latin script, the
+    multilingual one for the rest: e5 reads Chinese, MiniLM ranks English conversations better, docs/memory.md)."""
+    models = embedders()
+    return models[0] if len(models) == 1 or reads_as_latin(text) else models[1]
+
+
+def embed(texts: Sequence[str]) -> tuple[list[tuple[float, ...] | None], list[str]]:
+    """Vectors of `texts` and each one's embedder signature (None and "" where the model fails)."""
+    vectors: list[tuple[float, ...] | None] = [None] * len(texts)
+    signatures = [""] * len(texts)
+    by_model: dict[str, tuple[Embedder, list[int]]] = {}
+    for number, text in enumerate(texts):
+        model = embedder_for(text)
+        by_model.setdefault(model.signature(), (model, []))[1].append(number)
+    for signature, (model, numbers) in by_model.items():
+        try:
+            rows = model.embed([texts[number] for number in numbers])
+        except EmbedderError:
+            continue
+        for number, row in zip(numbers, rows, strict=True):
+            vectors[number], signatures[number] = tuple(float(v) for v in row), signature
+    return vectors, signatures
 
 
 def search_fields(text: str) -> dict[str, Any]:
     """The fields a new row stores to be found: terms and the embedding (with its embedder)."""
-    vectors, signature = embed([text])
-    return {"terms": stored_terms(text), "embedding": vectors[0], "embedder": signature if vectors[0] else ""}
+    vectors, signatures = embed([text])
+    return {"terms": stored_terms(text), "embedding": vectors[0], "embedder": signatures[0]}
 
 
 @dataclass(frozen=True)
@@ -116,7 +165,7 @@ def scope_key(model: type[Model]) -> tuple:
 
 
 def _owner_key(model: type[Model], filters: dict[str, Any]) -> tuple:
-    return (*scope_key(model), *sorted(filters.items()))
+    return (*scope_key(model), setting("MEMORY_EMBEDDER"), *sorted(filters.items()))
 
 
 def repeated(model: type[Model], key: tuple, run: Callable[[], Any], variable: Sequence[Any] = ()) -> list[tuple]:
@@ -149,6 +198,7 @@ def repeated(model: type[Model], key: tuple, run: Callable[[], Any], variable: S
 
 
 def _read(model: type[Model], filters: dict[str, Any], newer_than: int = 0) -> tuple[list[int], list[str], list]:
+    """The rows' ids, folded terms and (group, vector) pairs (None: no vector of a model that counts)."""
     rows = (
         model.objects.filter(**filters, id__gt=newer_than)
         .order_by("id")
@@ -156,19 +206,59 @@ def _read(model: type[Model], filters: dict[str, Any], newer_than: int = 0) -> t
         .iterator(chunk_size=2000)
     )
     ids, terms, vectors = [], [], []
-    signature = embedder().signature()
+    groups = {model.signature(): group for group, model in enumerate(embedders())}
     for row_id, row_terms, vector, row_embedder in rows:
         ids.append(row_id)
         terms.append(fold_terms(row_terms or ""))
-        vectors.append(vector if vector is not None and row_embedder == signature else None)
+        group = groups.get(row_embedder)
+        vectors.append(None if vector is None or group is None else (group, vector))
     return ids, terms, vectors
 
 
-def _matrix(ids: list[int], vectors: list) -> tuple[np.ndarray, np.ndarray]:
-    pairs = [(row_id, vector) for row_id, vector in zip(ids, vectors, strict=True) if vector is not None]
-    dimension = embedder().dimension
-    matrix = np.asarray([vector for _, vector in pairs], dtype=np.float32).reshape(len(pairs), dimension)
-    return np.asarray([row_id for row_id, _ in pairs], dtype=np.int64), matrix
+def _matrix(ids: Sequence[int], vectors: Sequence) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """The vector ids and matrix grouped by embedder (each group's rows in the order given), with the groups'
+    ends. `vectors`: (group, vector) pairs or None, as `_read` gives them."""
+    pairs = sorted(
+        ((group, row_id, vector) for row_id, item in zip(ids, vectors, strict=True) if item is not None
+         for group, vector in (item,)),
+        key=lambda triple: triple[0],
+    )  # fmt: skip
+    dimension = embedders()[0].dimension
+    matrix = np.asarray([vector for _, _, vector in pairs], dtype=np.float32).reshape(len(pairs), dimension)
+    counts = np.bincount(np.asarray([group for group, _, _ in pairs], dtype=np.int64), minlength=len(embedders()))
+    return (
+        np.asarray([row_id for _, row_id, _ in pairs], dtype=np.int64),
+        matrix,
+        tuple(int(end) for end in np.cumsum(counts)),
+    )
+
+
+def _grouped(held: Collection) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """(group, vector ids, matrix) per embedder group of `held`."""
+    ends = held.group_ends or (len(held.vector_ids),)
+    out, start = [], 0
+    for group, end in enumerate(ends):
+        out.append((group, held.vector_ids[start:end], held.matrix[start:end]))
+        start = end
+    return out
+
+
+def _merged(old: Collection, segment: BM25Index, ids: list[int], vectors: list) -> Collection:
+    """`old` with one more keyword segment and its rows' vectors, still grouped by embedder."""
+    parts = _grouped(old)
+    new_ids, new_matrix, new_ends = _matrix(ids, vectors)
+    vector_ids, matrices, ends, start = [], [], [], 0
+    for (_group, old_ids, old_matrix), end in zip(parts, new_ends, strict=True):
+        vector_ids += [old_ids, new_ids[start:end]]
+        matrices += [old_matrix, new_matrix[start:end]]
+        ends.append((ends[-1] if ends else 0) + len(old_ids) + end - start)
+        start = end
+    return Collection(
+        segments=(*old.segments, segment),
+        vector_ids=np.concatenate(vector_ids),
+        matrix=np.concatenate(matrices),
+        group_ends=tuple(ends),
+    )
 
 
 def collection(model: type[Model], **filters: Any) -> Collection:
@@ -194,17 +284,11 @@ def collection(model: type[Model], **filters: Any) -> Collection:
         if held is not None and newest > held.newest and len(held.collection.segments) < MAX_SEGMENTS:
             ids, terms, vectors = _read(model, filters, newer_than=held.newest)
             if held.count + len(ids) == count:
-                vector_ids, matrix = _matrix(ids, vectors)
-                old = held.collection
-                grown = Collection(
-                    segments=(*old.segments, BM25Index(ids, terms)),
-                    vector_ids=np.concatenate([old.vector_ids, vector_ids]),
-                    matrix=np.concatenate([old.matrix, matrix]),
-                )
+                grown = _merged(held.collection, BM25Index(ids, terms), ids, vectors)
                 return _collections.put(key, _Held(count, max(ids, default=held.newest), grown)).collection
         ids, terms, vectors = _read(model, filters)
-        vector_ids, matrix = _matrix(ids, vectors)
-        built = Collection(segments=(BM25Index(ids, terms),), vector_ids=vector_ids, matrix=matrix)
+        vector_ids, matrix, ends = _matrix(ids, vectors)
+        built = Collection(segments=(BM25Index(ids, terms),), vector_ids=vector_ids, matrix=matrix, group_ends=ends)
         return _collections.put(key, _Held(len(ids), max(ids, default=0), built)).collection
 
 
@@ -376,27 +460,37 @@ def score_collection(
     keyword_z, keyword_top = _standardised(keyword, mask & (keyword > 0), pad=0.0)
     fused, candidate = keyword_z, keyword_top
     similarity = np.zeros(len(ids))
-    model = embedder()
-    weight = VECTOR_WEIGHT * vector_weight(model, query)
-    vector = None
-    if weight > 0 and len(held.vector_ids):
-        try:
-            vector = query_vector(model, query)
-        except EmbedderError:
-            logger.warning("query embedding failed, keyword ranking only", exc_info=True)
-    if vector is not None:
-        rows = np.searchsorted(ids, held.vector_ids)
-        has_vector = np.zeros(len(ids), dtype=bool)
-        has_vector[rows] = True
-        similarity[rows] = _cosines(held.matrix, np.asarray(vector, dtype=np.float32))
-        vector_z, vector_top = _standardised(similarity, mask & has_vector, pad=None)
-        if vector_top.any():  # rows without a vector score the lowest of the vector candidates
-            vector_z[~has_vector] = float(vector_z[vector_top].min())
-        fused = fused + weight * vector_z
+    vector_part, compared, lowest = np.zeros(len(ids)), np.zeros(len(ids), dtype=bool), []
+    models = embedders()
+    for group, vector_ids, matrix in _grouped(held):
+        weight = VECTOR_WEIGHT * vector_weight(models[group], query) if group < len(models) else 0.0
+        vector = _query_vector(models[group], query) if weight > 0 and len(vector_ids) else None
+        if vector is None:
+            continue
+        rows = np.searchsorted(ids, vector_ids)
+        member = np.zeros(len(ids), dtype=bool)
+        member[rows] = True
+        similarity[rows] = _cosines(matrix, np.asarray(vector, dtype=np.float32))
+        vector_z, vector_top = _standardised(similarity, mask & member, pad=None)  # each model on its own scale
+        vector_part[member] = weight * vector_z[member]
+        compared |= member
         candidate = candidate | vector_top
+        if vector_top.any():
+            lowest.append(weight * float(vector_z[vector_top].min()))
+    if lowest:  # rows the query was not compared with score the lowest of the vector candidates
+        vector_part[~compared] = min(lowest)
+        fused = fused + vector_part
     if not fused.any():  # every retriever flat: the keyword order, then the vector order
         fused = keyword + 1e-3 * similarity
     return Scored(ids, fused, candidate & mask)
+
+
+def _query_vector(model: Embedder, query: str) -> np.ndarray | None:
+    try:
+        return query_vector(model, query)
+    except EmbedderError:
+        logger.warning("query embedding failed, keyword ranking only", exc_info=True)
+        return None
 
 
 def scored(model: type[Model], query: str, *, allowed=None, **filters: Any) -> Scored:

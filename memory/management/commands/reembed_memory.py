@@ -5,21 +5,12 @@ Run it with the new setting, then restart the processes (each keeps the collecti
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
-from django.db import transaction
+from django.core.management.base import BaseCommand, CommandError
 
-from memory.longterm import store
-from memory.longterm.events import search_text
+from core.conf import setting
+from memory.longterm.reembed import reembed
 from memory.models import Event, MemoryItem, TurnMemory
 from tenants.scope import all_tenants
-
-BATCH = 64
-
-
-def _text(row) -> str:
-    if isinstance(row, Event):
-        return search_text(row.content_summary, row.entities or [])
-    return row.text
 
 
 class Command(BaseCommand):
@@ -28,34 +19,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="Only count them.")
 
+    def _progress(self, table: str, done: int) -> None:
+        self.stdout.write(f"{table}: {done} ...")
+
     def handle(self, *args, dry_run: bool, **options) -> None:
-        signature = store.embedder().signature()
-        total = 0
         with all_tenants(reason="reembed_memory: an operator command over every tenant's long-term memory"):
-            for model in (Event, MemoryItem, TurnMemory):
-                outdated = model.objects.exclude(embedder=signature).order_by("pk")
-                count = outdated.count()
-                total += count
-                if dry_run or not count:
-                    self.stdout.write(f"{model._meta.verbose_name_plural}: {count}")
-                    continue
-                done = 0
-                last = 0
-                while True:
-                    rows = list(outdated.filter(pk__gt=last)[:BATCH])
-                    if not rows:
-                        break
-                    vectors, used = store.embed([_text(row) for row in rows])
-                    with transaction.atomic():
-                        for row, vector in zip(rows, vectors, strict=True):
-                            row.embedding, row.embedder = vector, used if vector is not None else ""
-                        model.objects.bulk_update(rows, ["embedding", "embedder"])
-                    done += len(rows)
-                    last = rows[-1].pk
-                    if not used:  # the model failed: stop instead of looping over the same rows
-                        self.stderr.write(f"{model._meta.verbose_name_plural}: the model failed after {done}")
-                        return
-                self.stdout.write(f"{model._meta.verbose_name_plural}: {done}")
-        store.clear_caches()
+            result = reembed((Event, MemoryItem, TurnMemory), dry_run=dry_run, progress=self._progress)
+        for table, rows in result.rows.items():
+            self.stdout.write(f"{table}: {rows}")
+        if result.failed:
+            raise CommandError(
+                f"模型在处理 {result.failed} 时失败，已完成 {result.total} 条 / The model failed on {result.failed} "
+                f"after {result.total} rows; run the command again when it works."
+            )
         verb = "outdated" if dry_run else "embedded again"
-        self.stdout.write(self.style.SUCCESS(f"{total} rows {verb} with {signature} / 共 {total} 条"))
+        choice = setting("MEMORY_EMBEDDER")
+        done = f"{result.total} rows {verb} (MEMORY_EMBEDDER={choice}) / 共 {result.total} 条"
+        self.stdout.write(self.style.SUCCESS(done))
