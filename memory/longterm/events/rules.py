@@ -95,10 +95,44 @@ def _event(number: int, actor: str, summary: str, action: str) -> dict[str, Any]
     }
 
 
+# What a message that only acknowledges, thanks, greets or laughs is made of (English words; Chinese phrases, the
+# longest taken away first). Such a message is no event (the model's extraction prompt skips small talk too): it
+# holds nothing to find, and its event would take a place among a user's facts. "Yes" and "no" are not here: an
+# answer to a question is a fact in its context.
+CHATTER_WORDS = frozenset({
+    "ok", "okay", "k", "kk", "sure", "thanks", "thank", "you", "thx", "ty", "much", "so", "a", "lot", "great",
+    "cool", "nice", "awesome", "got", "it", "understood", "alright", "all", "right", "hi", "hello", "hey", "bye",
+    "goodbye", "good", "night", "morning", "evening", "lol", "haha", "hahaha", "hehe", "wow", "perfect", "sounds",
+    "welcome", "you're", "np", "see", "ya", "later", "will", "do", "oh", "ah", "cheers"
+})  # fmt: skip
+CHATTER_PHRASES = sorted([
+    "好的", "好滴", "好嘞", "嗯嗯", "嗯", "哦哦", "哦", "噢", "谢谢", "多谢", "感谢", "谢啦",
+    "不客气", "没问题", "没事", "收到", "明白", "了解", "知道了", "哈哈哈", "哈哈", "呵呵", "嘿嘿",
+    "再见", "拜拜", "晚安", "早安", "早上好", "晚上好", "你好", "您好", "太好了", "好吧", "好",
+    "棒", "辛苦了", "啊", "呀", "啦", "了", "哈", "你", "您", "的"
+], key=len, reverse=True)  # fmt: skip
+CHATTER_CHARS = 40  # wider messages (excerpts.width) are never chatter
+_CHATTER_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def is_chatter(text: str) -> bool:
+    """Whether `text` only acknowledges, thanks, greets or laughs (CHATTER_WORDS, CHATTER_PHRASES), at most
+    CHATTER_CHARS wide; punctuation, emoji and numbers aside."""
+    folded = store.normalise(text).replace("’", "'")
+    if not folded or excerpts.width(folded) > CHATTER_CHARS:
+        return False
+    rest = _CHATTER_WORD.sub(lambda word: "" if word.group(0) in CHATTER_WORDS else word.group(0), folded)
+    for phrase in CHATTER_PHRASES:
+        rest = rest.replace(phrase, "")
+    return not re.search(r"[^\W\d_]", rest)
+
+
 def rule_events(*, actor: str, text: str) -> list[dict[str, Any]]:
-    """The events of one message, without a model: one per statement (`statements`), ids n1, n2, ... in order. A
-    question is what the message as a whole asks: only its last statement can be a `query` (what follows it is
-    read as its answer)."""
+    """The events of one message, without a model: one per statement (`statements`), ids n1, n2, ... in order; none
+    for chatter (`is_chatter`). A question is what the message as a whole asks: only its last statement can be a
+    `query` (what follows it is read as its answer)."""
+    if is_chatter(text):
+        return []
     parts = statements(text)
     return [
         _event(number, actor, summary, _action(actor, summary, may_ask=number == len(parts)))
