@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.utils.translation import get_supported_language_variant, override
@@ -175,9 +176,15 @@ class ConversationSocket(AsyncJsonWebsocketConsumer):
     opened = False
 
     async def dispatch(self, message: dict) -> None:
+        # Channels' dispatch first closes stale database connections on a thread of their own: a thread hop for
+        # every frame a socket receives. Every database call here goes through core.db.database_sync_to_async,
+        # which gives back or closes its connection around each hop itself, so the handler is called directly.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
         tenant = self.entry.tenant if self.entry is not None else None
         with tenant_scope(tenant) if tenant is not None else contextlib.nullcontext():
-            await super().dispatch(message)
+            await handler(message)
 
     async def connect(self) -> None:
         self.entry = self.entry_class(self.scope)

@@ -44,6 +44,15 @@ class ApiHandler(ASGIHandler):
             handler = convert_exception_to_response(middleware(handler))
         self._middleware_chain = handler
 
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # Django's handler runs each request in a ThreadSensitiveContext of its own: its first thread-sensitive hop
+        # (the request_started signal's, then the response's close) starts a new worker thread for the request and
+        # the context's exit stops it. The API's views and middlewares are async and their database work goes
+        # through core.db's hops, so those two hops run on asgiref's one shared thread instead.
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        await self.handle(scope, receive, send)
+
 
 class LanguageMiddleware(DualModeMiddleware):
     """LocaleMiddleware's part an API needs, without a thread hop: the language of the request's cookie or

@@ -674,6 +674,7 @@ async def admit(
                 options=options,
                 files=files,
                 unless_awaiting_tools=not place.created,
+                fresh=place.created,
             )
     except BaseException:
         if place.slot is not None:

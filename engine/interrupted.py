@@ -51,7 +51,12 @@ async def end_interrupted_turns(log: FrameLog, conversation_ids: list[int]) -> i
     """End the turns of these conversations whose process died; returns how many. Each one's reply is stored as
     partial (what the log kept of its text) or error, with the code `interrupted`, and its pages get the frames a
     failed turn ends with. A turn that had stored its reply before its process died gets its `done` instead."""
-    adopted = await log.adopt_orphans(conversation_ids)
+    return await end_adopted_turns(log, await log.adopt_orphans(conversation_ids))
+
+
+async def end_adopted_turns(log: FrameLog, adopted: list[tuple[int, int]]) -> int:
+    """End these (conversation, turn) pairs adopted from processes that died (end_interrupted_turns), then release
+    each; returns how many."""
     for conversation_id, turn_id in adopted:
         try:
             await _end_interrupted(log, conversation_id, turn_id)

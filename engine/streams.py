@@ -100,6 +100,16 @@ class FrameLog:
     async def running_turn(self, conversation_id: int) -> int | None:
         raise NotImplementedError
 
+    async def running_or_adopted(self, conversation_id: int) -> tuple[int | None, int | None]:
+        """(the running turn, None), or when none runs (None, the turn of the conversation whose process died, now
+        claimed for the caller: `adopt_orphans`; None when there is none). What a new message asks before it is
+        stored."""
+        running = await self.running_turn(conversation_id)
+        if running is not None or not self.shared:
+            return running, None
+        adopted = await self.adopt_orphans([conversation_id])
+        return None, adopted[0][1] if adopted else None
+
     async def renew_turn(self, conversation_id: int, turn_id: int) -> None:
         """Push back the expiry of our own claim (a heartbeat of the running turn)."""
         raise NotImplementedError
@@ -287,6 +297,19 @@ end
 return adopted
 """
 
+# `running_turn` and, when none runs, `_ADOPT` of the one conversation, in one call. KEYS: turn, open; ARGV: lease.
+# Returns {} (free), {"R", running turn} or {"A", adopted turn}.
+_RUNNING_OR_ADOPT = """
+local current = redis.call('GET', KEYS[1])
+if current then return {'R', current} end
+local open = redis.call('GET', KEYS[2])
+if open then
+  redis.call('SET', KEYS[1], open, 'EX', ARGV[1])
+  return {'A', open}
+end
+return {}
+"""
+
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
@@ -363,6 +386,13 @@ class RedisFrameLog(FrameLog):
     async def running_turn(self, conversation_id: int) -> int | None:
         value = await self._client().get(self._key(conversation_id, "turn"))
         return int(value) if value is not None else None
+
+    async def running_or_adopted(self, conversation_id: int) -> tuple[int | None, int | None]:
+        keys = (self._key(conversation_id, "turn"), self._key(conversation_id, "open"))
+        found = await self._client().eval(_RUNNING_OR_ADOPT, 2, *keys, turn_lease_seconds())
+        if not found:
+            return None, None
+        return (int(found[1]), None) if found[0] == "R" else (None, int(found[1]))
 
     async def renew_turn(self, conversation_id: int, turn_id: int) -> None:
         await self._client().eval(_RENEW, 1, self._key(conversation_id, "turn"), str(turn_id), turn_lease_seconds())

@@ -23,7 +23,7 @@ from core.conf import setting
 from core.db import database_sync_to_async
 from core.loopscoped import LoopScoped
 from engine.bus import hub_for
-from engine.interrupted import end_interrupted_turns, reply_to, turn_frames
+from engine.interrupted import end_adopted_turns, reply_to, turn_frames
 from engine.sinks import ChannelSink
 from engine.streams import FrameLog, get_frame_log, turn_lease_seconds
 from llm.messages import ChatMessage
@@ -203,16 +203,19 @@ async def submit_user_message(
     options: CallOptions | None = None,
     files: Files | None = None,
     unless_awaiting_tools: bool = False,
+    fresh: bool = False,
 ) -> Submission:
     """Store the message and start its turn, unless its client_id was stored already (nothing runs again) or
     another turn of the conversation is running (busy: nothing is stored). The turn's frames go to the frame log
     (every open page sees them) and, when given, to `also` (the API's answer). An API client's request may add
     `then` (its tool calls and their results, stored after the message) and `options` (llm.options); `files` are
     the message's files (stored with it, in the same transaction). `unless_awaiting_tools`: refused
-    (TOOL_RESULTS_PENDING, nothing stored) when the conversation waits for an API client's tool results."""
+    (TOOL_RESULTS_PENDING, nothing stored) when the conversation waits for an API client's tool results. `fresh`:
+    the caller made the conversation for this message a moment ago, so no turn of it can be running or have died:
+    the frame log is not asked (the claim below still is)."""
     log = get_frame_log()
     refusal = None
-    if not await _claim_clears(log, conversation.pk):
+    if not fresh and not await _claim_clears(log, conversation.pk):
         refusal = Outcome.BUSY
     elif not turn_gate().has_room():
         refusal = Outcome.OVERLOADED
@@ -252,12 +255,16 @@ async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:
     before it releases its claim, so a message sent the moment its reply ends must not be refused as busy. A turn
     whose process died is ended first, so its interrupted reply comes before the new message."""
     deadline = asyncio.get_running_loop().time() + CLAIM_GRACE_SECONDS
-    while await log.running_turn(conversation_id) is not None:
+    while True:
+        # One round trip: whether a turn runs and, when none does, the dead turn to end (engine.interrupted).
+        running, adopted = await log.running_or_adopted(conversation_id)
+        if running is None:
+            break
         if asyncio.get_running_loop().time() >= deadline:
             return False
         await asyncio.sleep(0.05)
-    if log.shared:
-        await end_interrupted_turns(log, [conversation_id])
+    if adopted is not None:
+        await end_adopted_turns(log, [(conversation_id, adopted)])
     return True
 
 

@@ -58,33 +58,55 @@ class Chunk:
 DRAIN_SECONDS = 0.1
 
 
-async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The `data` of each server-sent event (multi-line data joined with newlines), up to `[DONE]`.
+async def sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The `data` of each server-sent event (multi-line data joined with newlines), up to `[DONE]`, read from the
+    body's bytes as they arrive: lines end with LF, CRLF or CR; fields other than `data` and comments are skipped.
+
+    Bytes, not httpx's `aiter_lines`: its text and line layers (two more async generators a chunk, a decode and a
+    copy) were a third of the stream's reading in a busy Daphne (docs/operations.md), and `json.loads` reads bytes.
 
     What follows `[DONE]` is read to the end of the body and dropped, as the openai SDK does on HTTP/1.1: a response
     left unread closes its connection instead of returning it to the pool, and every model call then opened a new
     one (a TCP connect, and a TLS handshake on a real provider). That read is bounded and never fails the reply."""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                payload = "\n".join(data)
+    data: list[bytes] = []
+    pending = b""
+    async for chunk in body:
+        lines = _lines(pending + chunk)
+        pending = lines.pop()
+        for line in lines:
+            if line:
+                if line.startswith(b"data:"):
+                    data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+            elif data:
+                payload = data[0] if len(data) == 1 else b"\n".join(data)
                 data = []
-                if payload == "[DONE]":
-                    await _drained(lines)
+                if payload == b"[DONE]":
+                    await _drained(body)
                     return
                 yield payload
-        elif line.startswith("data:"):
-            data.append(line[6:] if line.startswith("data: ") else line[5:])
-    if data and "\n".join(data) != "[DONE]":
-        yield "\n".join(data)
+    if pending.rstrip(b"\r").startswith(b"data:"):  # a last line without its line end
+        line = pending.rstrip(b"\r")
+        data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+    if data and b"\n".join(data) != b"[DONE]":
+        yield b"\n".join(data)
 
 
-async def _drained(lines: AsyncIterator[str]) -> None:
+def _lines(text: bytes) -> list[bytes]:
+    """`text` split at its line ends (LF, CRLF, CR); the last item is what follows the last line end (a line still
+    arriving). A CR at the very end stays there: it may be the first half of a CRLF."""
+    if b"\r" not in text:
+        return text.split(b"\n")
+    held = b"\r" if text.endswith(b"\r") else b""
+    lines = text[: len(text) - len(held)].replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    lines[-1] += held
+    return lines
+
+
+async def _drained(body: AsyncIterator[bytes]) -> None:
     """Read the rest of a finished stream for up to DRAIN_SECONDS; a failure there only costs the connection."""
     with contextlib.suppress(Exception):
         async with asyncio.timeout(DRAIN_SECONDS):
-            async for _line in lines:
+            async for _chunk in body:
                 pass
 
 
@@ -209,7 +231,7 @@ class OpenAICompatibleTransport(Transport):
         body.update((key, value) for key, value in params.items() if key != "extra_body")
         body.update(params.get("extra_body") or {})
         async with _streamed(client, body) as response:
-            async for payload in sse_data(response.aiter_lines()):
+            async for payload in sse_data(response.aiter_bytes()):
                 data = json.loads(payload)
                 if isinstance(data, dict) and data.get("error"):  # an error sent inside the stream, as the SDK reads it
                     error = data["error"]
@@ -226,28 +248,30 @@ class OpenAICompatibleTransport(Transport):
         return [item.embedding for item in sorted(response.data, key=lambda d: d.index)], usage
 
 
-def _headers(client: openai.AsyncOpenAI) -> dict[str, str]:
-    """The headers the SDK sends with a request of `client` (its defaults and the key), read once per client."""
-    headers = _sdk_headers.get(client)
-    if headers is None:
+def _request_parts(client: openai.AsyncOpenAI) -> tuple[httpx2.URL, dict[str, str]]:
+    """The chat completions URL of `client` and the headers the SDK sends with its requests (its defaults and the
+    key), worked out once per client (joining the URL was as dear as building the request)."""
+    parts = _sdk_parts.get(client)
+    if parts is None:
         headers = {name: value for name, value in client.default_headers.items() if isinstance(value, str)}
         headers["Authorization"] = f"Bearer {client.api_key}"
         headers["Accept"] = "text/event-stream"
-        _sdk_headers[client] = headers
-    return headers
+        parts = _sdk_parts[client] = (client.base_url.join("chat/completions"), headers)
+    return parts
 
 
-_sdk_headers: weakref.WeakKeyDictionary[openai.AsyncOpenAI, dict[str, str]] = weakref.WeakKeyDictionary()
+_sdk_parts: weakref.WeakKeyDictionary[openai.AsyncOpenAI, tuple[httpx2.URL, dict[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @contextlib.asynccontextmanager
 async def _streamed(client: openai.AsyncOpenAI, body: dict[str, Any]) -> AsyncIterator[httpx2.Response]:
     """POST chat/completions on `client`'s HTTP client, streamed; the SDK's errors for what fails."""
     http = client._client  # the SDK's own httpx client: one pool per client, guarded transport
-    request = http.build_request(
-        "POST", client.base_url.join("chat/completions"), content=json.dumps(body).encode(), headers=_headers(client),
-        timeout=client.timeout,
-    )  # fmt: skip
+    url, headers = _request_parts(client)
+    content = json.dumps(body).encode()
+    request = http.build_request("POST", url, content=content, headers=headers, timeout=client.timeout)
     try:
         response = await http.send(request, stream=True)
     except httpx2.TimeoutException:

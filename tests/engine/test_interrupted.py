@@ -16,6 +16,7 @@ from core.db import database_sync_to_async
 from engine import streams
 from engine.bus import hub_for
 from engine.sinks import ChannelSink
+from engine.turns import Outcome, submit_user_message
 from llm import errors
 from memory.models import Message, MessageStatus, Role
 from memory.services import message_add
@@ -92,3 +93,48 @@ async def test_the_hub_ends_a_dead_turn_when_a_page_opens_its_conversation(redis
     assert done["message_id"] == stored.pk
     assert await redis_log.running_turn(conversation.pk) is None  # released once ended
     hub_for(redis_log).unlisten(conversation.pk, page)
+
+
+async def test_one_call_tells_a_running_turn_from_a_dead_one_and_claims_the_dead(redis_log, conversation):  # noqa: F811
+    """What a new message asks before it is stored (engine.turns): whether a turn runs, and when none does, the turn
+    whose process died, adopted for the caller in the same call (its lease taken, so no other process ends it too)."""
+    assert await redis_log.running_or_adopted(conversation.pk) == (None, None)
+    assert await redis_log.claim_turn(conversation.pk, 41) is None
+    assert await redis_log.running_or_adopted(conversation.pk) == (41, None)
+    await asyncio.sleep(1.2)  # the lease runs out: its process died
+    assert await redis_log.running_or_adopted(conversation.pk) == (None, 41)
+    assert await redis_log.running_turn(conversation.pk) == 41  # adopted: leased again, for the caller
+    assert await redis_log.adopt_orphans([conversation.pk]) == []
+    await redis_log.release_turn(conversation.pk, 41)
+    assert await redis_log.running_or_adopted(conversation.pk) == (None, None)
+
+
+async def test_a_new_message_ends_its_conversations_dead_turn_before_it_is_stored(redis_log, tenant, conversation):  # noqa: F811
+    def store_question() -> Message:
+        with tenant_scope(tenant):
+            return message_add(conversation=conversation, role=Role.USER, content="How much power?")
+
+    question = await database_sync_to_async(store_question)()
+    assert await redis_log.claim_turn(conversation.pk, question.pk) is None
+    sink = ChannelSink(conversation.pk, redis_log)
+    await sink.emit(frames.UserMessage(message_id=question.pk, content=question.content))
+    await sink.emit(frames.Delta(index=0, content="About 5 kW"))
+    await sink.flush()
+    await asyncio.sleep(1.2)  # the lease runs out
+
+    with tenant_scope(tenant):
+        submission = await submit_user_message(conversation=conversation, client_id="next-1", content="And now?")
+        assert submission.outcome == Outcome.STARTED
+        await submission.task
+
+    def messages() -> list[tuple[str, str, str]]:
+        with tenant_scope(tenant):
+            rows = Message.objects.filter(conversation=conversation).order_by("id")
+            return [(row.role, row.content, row.error_code) for row in rows]
+
+    stored = await database_sync_to_async(messages)()
+    assert stored[:3] == [
+        (Role.USER, "How much power?", ""),
+        (Role.ASSISTANT, "About 5 kW", "interrupted"),
+        (Role.USER, "And now?", ""),
+    ]

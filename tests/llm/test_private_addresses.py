@@ -181,9 +181,8 @@ def test_consecutive_calls_reuse_one_connection(scripted_llm):
 def test_what_follows_done_never_fails_or_holds_up_the_reply():
     """The read after `[DONE]` is bounded: a body that breaks there, or never ends, still gives the whole reply."""
 
-    async def lines(after_done: str) -> AsyncIterator[str]:
-        for line in ('data: {"n": 1}', "", "data: [DONE]", ""):
-            yield line
+    async def lines(after_done: str) -> AsyncIterator[bytes]:
+        yield b'data: {"n": 1}\n\ndata: [DONE]\n\n'
         if after_done == "breaks":
             raise httpx2.ReadError("connection reset")
         await asyncio.sleep(60)
@@ -194,4 +193,33 @@ def test_what_follows_done_never_fails_or_holds_up_the_reply():
 
     for after_done in ("breaks", "hangs"):
         payloads, seconds = asyncio.run(read(after_done))
-        assert payloads == ['{"n": 1}'] and seconds < 5
+        assert payloads == [b'{"n": 1}'] and seconds < 5
+
+
+def test_events_are_read_from_the_body_bytes_however_they_are_cut():
+    """The body's bytes give the same events wherever its chunks end (inside a line, between a CR and its LF), with
+    LF, CRLF or CR line ends, multi-line data joined, other fields and comments skipped, nothing after [DONE]."""
+    body = (
+        b': a comment\r\nevent: x\r\ndata: {"n": 1}\r\n\r\n'
+        b'data: {"a":\r\ndata:2}\r\rid: 7\ndata: \xe4\xbd\xa0\n\n'
+        b"data: [DONE]\n\ndata: after\n\n"
+    )
+
+    async def chunks(size: int) -> AsyncIterator[bytes]:
+        for start in range(0, len(body), size):
+            yield body[start : start + size]
+
+    async def read(size: int) -> list[bytes]:
+        return [payload async for payload in sse_data(chunks(size))]
+
+    expected = [b'{"n": 1}', b'{"a":\n2}', "你".encode()]
+    for size in (1, 2, 3, 5, 7, len(body)):
+        assert asyncio.run(read(size)) == expected, size
+
+    async def unended() -> AsyncIterator[bytes]:
+        yield b"data: 1\n\ndata: 2"  # the body ends inside the last event: it is still given
+
+    async def read_unended() -> list[bytes]:
+        return [payload async for payload in sse_data(unended())]
+
+    assert asyncio.run(read_unended()) == [b"1", b"2"]
