@@ -485,6 +485,8 @@ class _Place:
     created: bool
     limit: MessageLimit
     files: MessageFiles | None = None
+    # A new conversation's message, stored in the hop that made the conversation (turns.store_new).
+    stored: turns.Stored | None = None
 
 
 @dataclass(frozen=True)
@@ -565,9 +567,16 @@ def _checks(
 
 
 def _decide(
-    caller: Caller, target: Target, content: str, client_id: str, stream: bool, asked: _FilesAsked | None = None
+    caller: Caller,
+    target: Target,
+    content: str,
+    client_id: str,
+    stream: bool,
+    asked: _FilesAsked | None = None,
+    then: Sequence[ChatMessage] = (),
 ) -> Refusal | _Place:
-    """Everything admit() decides from the database, in one hop to the database thread."""
+    """Everything admit() decides from the database, in one hop to the database thread; a new conversation's message
+    (and `then`) is stored in the same hop, once the conversation is made."""
     with read_once(), tenant_scope(caller.tenant):
         conversation = None
         if target.conversation is not None or target.conversation_id is not None:
@@ -600,11 +609,20 @@ def _decide(
             return _Place(_with_tenant(conversation, caller.tenant), slot, created=False, limit=limit, files=files)
         try:
             started = _with_tenant(_start(caller, target, content), caller.tenant)
-            return _Place(started, slot, created=True, limit=limit, files=files)
+            place = _Place(started, slot, created=True, limit=limit, files=files)
+            return _with_message(place, client_id, content, then)
         except BaseException:
             if slot is not None:
                 slot.release()
             raise
+
+
+def _with_message(place: _Place, client_id: str, content: str, then: Sequence[ChatMessage]) -> _Place:
+    """A new conversation's place with its message stored (turns.store_new) in the hop that made the conversation;
+    a message with files is stored by the turn's own hop (a refusal there stores no file)."""
+    if not place.files:
+        place.stored = turns.store_new(place.conversation, client_id, content, then)
+    return place
 
 
 def _with_tenant(conversation: Conversation, tenant: Tenant) -> Conversation:
@@ -659,7 +677,7 @@ async def admit(
     new = target.conversation is None and target.conversation_id is None and not target.latest
     if new and not turns.turn_gate().has_room():
         return _overloaded()
-    place = await database_sync_to_async(_decide)(caller, target, content, client_id, stream, asked)
+    place = await database_sync_to_async(_decide)(caller, target, content, client_id, stream, asked, then)
     if isinstance(place, Refusal):
         return place
     files = _turn_files(caller, place)
@@ -675,6 +693,7 @@ async def admit(
                 files=files,
                 unless_awaiting_tools=not place.created,
                 fresh=place.created,
+                stored=place.stored,
             )
     except BaseException:
         if place.slot is not None:

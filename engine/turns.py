@@ -154,14 +154,18 @@ class Files:
     user_id: int
 
 
-def _store_new(
+# What store_new gives: (message, reply, created, the files' attachment_info).
+Stored = tuple[Message, Message | None, bool, list[dict] | None]
+
+
+def store_new(
     conversation: Conversation,
     client_id: str,
     content: str,
     then: Sequence[ChatMessage] = (),
     files: Files | None = None,
     unless_awaiting_tools: bool = False,
-) -> tuple[Message, Message | None, bool, list[dict] | None]:
+) -> Stored:
     """Store the user message (and `then` after it: an API client's own tool round) with its files in one
     transaction; when its client_id was stored before (a resend), that message and its reply instead (and none of
     the files). The unique constraint finds a resend, so a new message costs no lookup first.
@@ -204,6 +208,7 @@ async def submit_user_message(
     files: Files | None = None,
     unless_awaiting_tools: bool = False,
     fresh: bool = False,
+    stored: Stored | None = None,
 ) -> Submission:
     """Store the message and start its turn, unless its client_id was stored already (nothing runs again) or
     another turn of the conversation is running (busy: nothing is stored). The turn's frames go to the frame log
@@ -212,7 +217,9 @@ async def submit_user_message(
     the message's files (stored with it, in the same transaction). `unless_awaiting_tools`: refused
     (TOOL_RESULTS_PENDING, nothing stored) when the conversation waits for an API client's tool results. `fresh`:
     the caller made the conversation for this message a moment ago, so no turn of it can be running or have died:
-    the frame log is not asked (the claim below still is)."""
+    the frame log is not asked (the claim below still is). `stored`: the message as the caller already stored it
+    (store_new, in the hop that made the conversation); a refusal then leaves it to the caller, who made the
+    conversation, to take both back."""
     log = get_frame_log()
     refusal = None
     if not fresh and not await _claim_clears(log, conversation.pk):
@@ -220,17 +227,21 @@ async def submit_user_message(
     elif not turn_gate().has_room():
         refusal = Outcome.OVERLOADED
     if refusal is not None:
+        if stored is not None:
+            return Submission(refusal)
         # A resend of a stored message is answered as a duplicate (its turn may be the one running), never refused.
         message, reply = await database_sync_to_async(_stored_with_client_id)(conversation, client_id)
         if message is not None:
             return await _duplicate(log, conversation, message, reply)
         return Submission(refusal)
-    try:
-        message, reply, created, infos = await database_sync_to_async(_store_new)(
-            conversation, client_id, content, then, files, unless_awaiting_tools
-        )
-    except ToolResultsPending:
-        return Submission(Outcome.TOOL_RESULTS_PENDING)
+    if stored is None:
+        try:
+            stored = await database_sync_to_async(store_new)(
+                conversation, client_id, content, then, files, unless_awaiting_tools
+            )
+        except ToolResultsPending:
+            return Submission(Outcome.TOOL_RESULTS_PENDING)
+    message, reply, created, infos = stored
     if not created:
         return await _duplicate(log, conversation, message, reply)
     running = await log.claim_turn(conversation.pk, message.pk)
