@@ -16,6 +16,16 @@ from tests.chat.test_consumer import conversation  # noqa: F401  (fixture)
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+async def _stored_with_conversation(tenant, conversation, client_id: str) -> turns.Stored:  # noqa: F811
+    """ "Hello" stored as admission stores a new conversation's first message (store_new, in its own hop)."""
+
+    def store() -> turns.Stored:
+        with tenant_scope(tenant):
+            return store_new(conversation, client_id, "Hello")
+
+    return await database_sync_to_async(store)()
+
+
 async def test_a_message_stored_with_its_conversation_is_refused_as_overloaded_not_as_its_own_resend(
     tenant,
     conversation,  # noqa: F811
@@ -25,12 +35,7 @@ async def test_a_message_stored_with_its_conversation_is_refused_as_overloaded_n
     gate = turns.turn_gate()
     gate.running += 1  # the process's one place is taken
     try:
-
-        def store() -> turns.Stored:
-            with tenant_scope(tenant):
-                return store_new(conversation, "first-1", "Hello")
-
-        stored = await database_sync_to_async(store)()
+        stored = await _stored_with_conversation(tenant, conversation, "first-1")
         with tenant_scope(tenant):
             submission = await submit_user_message(
                 conversation=conversation, client_id="first-1", content="Hello", fresh=True, stored=stored
@@ -44,11 +49,7 @@ async def test_a_message_stored_with_its_conversation_starts_its_turn_without_a_
     tenant,
     conversation,  # noqa: F811
 ):
-    def store() -> turns.Stored:
-        with tenant_scope(tenant):
-            return store_new(conversation, "first-2", "Hello")
-
-    stored = await database_sync_to_async(store)()
+    stored = await _stored_with_conversation(tenant, conversation, "first-2")
     with tenant_scope(tenant):
         submission = await submit_user_message(
             conversation=conversation, client_id="first-2", content="Hello", fresh=True, stored=stored

@@ -55,22 +55,27 @@ class Page:
         pass
 
 
-async def test_the_hub_ends_a_dead_turn_when_a_page_opens_its_conversation(redis_log, tenant, conversation):  # noqa: F811
-    assert redis_log.shared
+async def _dead_turn(redis_log, tenant, conversation) -> Message:  # noqa: F811
+    """A dead process's turn: its question stored, the turn claimed, the question and the start of its reply
+    ("About 5 kW") logged, never renewed nor released, and its lease run out. Returns the question."""
 
     def store_question() -> Message:
         with tenant_scope(tenant):
             return message_add(conversation=conversation, role=Role.USER, content="How much power?")
 
     question = await database_sync_to_async(store_question)()
-    # The dead process's turn: claimed, its question and the start of its reply logged, never renewed nor released.
     assert await redis_log.claim_turn(conversation.pk, question.pk) is None
     sink = ChannelSink(conversation.pk, redis_log)
     await sink.emit(frames.UserMessage(message_id=question.pk, content=question.content))
-    sink_delta = frames.Delta(index=0, content="About 5 kW")
-    await sink.emit(sink_delta)
+    await sink.emit(frames.Delta(index=0, content="About 5 kW"))
     await sink.flush()
     await asyncio.sleep(1.2)  # the lease runs out
+    return question
+
+
+async def test_the_hub_ends_a_dead_turn_when_a_page_opens_its_conversation(redis_log, tenant, conversation):  # noqa: F811
+    assert redis_log.shared
+    question = await _dead_turn(redis_log, tenant, conversation)
 
     page = Page()
     await hub_for(redis_log).listen(conversation.pk, page)
@@ -110,17 +115,7 @@ async def test_one_call_tells_a_running_turn_from_a_dead_one_and_claims_the_dead
 
 
 async def test_a_new_message_ends_its_conversations_dead_turn_before_it_is_stored(redis_log, tenant, conversation):  # noqa: F811
-    def store_question() -> Message:
-        with tenant_scope(tenant):
-            return message_add(conversation=conversation, role=Role.USER, content="How much power?")
-
-    question = await database_sync_to_async(store_question)()
-    assert await redis_log.claim_turn(conversation.pk, question.pk) is None
-    sink = ChannelSink(conversation.pk, redis_log)
-    await sink.emit(frames.UserMessage(message_id=question.pk, content=question.content))
-    await sink.emit(frames.Delta(index=0, content="About 5 kW"))
-    await sink.flush()
-    await asyncio.sleep(1.2)  # the lease runs out
+    await _dead_turn(redis_log, tenant, conversation)
 
     with tenant_scope(tenant):
         submission = await submit_user_message(conversation=conversation, client_id="next-1", content="And now?")
