@@ -3,8 +3,9 @@ vector came from another model, or from none. Until then such rows are found by 
 compares only vectors of the current model.
 
 Two callers, one loop: `python manage.py reembed_memory` (after an operator changes the setting) and the migration
-that made the multilingual model the default (memory 0018), which moves the rows an earlier version stored with the
-English model. The models are passed in, so the migration can hand over its historical ones."""
+that made "auto" the default (memory 0018), which moves the Chinese rows an earlier version stored with the English
+model. The models are passed in, so the migration can hand over its historical ones; rows are read through the
+model's default manager (the tenant scope's, for the app's models), inside the caller's `all_tenants`."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def _outdated(model: type[models.Model], after: int) -> list[models.Model]:
     """The next rows after pk `after` (at most BATCH, scanned in pages of 8 x BATCH) whose vector is not the one
     the current setting gives their text (with MEMORY_EMBEDDER=auto that depends on each row's language)."""
     found: list[models.Model] = []
-    rows = model._base_manager.order_by("pk")
+    rows = model._default_manager.order_by("pk")
     while len(found) < BATCH:
         page = list(rows.filter(pk__gt=after)[: 8 * BATCH])
         if not page:
@@ -77,10 +78,10 @@ def reembed(
                 if not all(signatures):  # the model failed: stop instead of looping over the same rows
                     result.failed = name
                     return result
-                with transaction.atomic(using=model._base_manager.db):
+                with transaction.atomic(using=model._default_manager.db):
                     for row, vector, signature in zip(batch, vectors, signatures, strict=True):
                         row.embedding, row.embedder = vector, signature
-                    model._base_manager.bulk_update(batch, ["embedding", "embedder"])
+                    model._default_manager.bulk_update(batch, ["embedding", "embedder"])
             result.rows[name] += len(batch)
             if progress is not None and not dry_run:
                 progress(name, result.rows[name])
