@@ -206,7 +206,7 @@ def _read(model: type[Model], filters: dict[str, Any], newer_than: int = 0) -> t
         .iterator(chunk_size=2000)
     )
     ids, terms, vectors = [], [], []
-    groups = {model.signature(): group for group, model in enumerate(embedders())}
+    groups = {embedder.signature(): group for group, embedder in enumerate(embedders())}
     for row_id, row_terms, vector, row_embedder in rows:
         ids.append(row_id)
         terms.append(fold_terms(row_terms or ""))
@@ -218,11 +218,8 @@ def _read(model: type[Model], filters: dict[str, Any], newer_than: int = 0) -> t
 def _matrix(ids: Sequence[int], vectors: Sequence) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
     """The vector ids and matrix grouped by embedder (each group's rows in the order given), with the groups'
     ends. `vectors`: (group, vector) pairs or None, as `_read` gives them."""
-    pairs = sorted(
-        ((group, row_id, vector) for row_id, item in zip(ids, vectors, strict=True) if item is not None
-         for group, vector in (item,)),
-        key=lambda triple: triple[0],
-    )  # fmt: skip
+    held = [(item[0], row_id, item[1]) for row_id, item in zip(ids, vectors, strict=True) if item is not None]
+    pairs = sorted(held, key=lambda triple: triple[0])  # stable: each group keeps the rows' order
     dimension = embedders()[0].dimension
     matrix = np.asarray([vector for _, _, vector in pairs], dtype=np.float32).reshape(len(pairs), dimension)
     counts = np.bincount(np.asarray([group for group, _, _ in pairs], dtype=np.int64), minlength=len(embedders()))
