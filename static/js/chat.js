@@ -28,6 +28,7 @@
   // The reply being written (its bubble), and the plan's step cards keyed by index.
   var reply = null;
   var steps = {};
+  var feedbackQueues = new WeakMap(); // a reply's feedback bar -> its requests in order (postFeedback)
   // The attach button and its tray (static/js/attachments.js), where the page offers them.
   var attachments = window.ChatAttachments && window.ChatAttachments.enabled ? window.ChatAttachments : null;
 
@@ -457,6 +458,9 @@
   // Feedback on a reply (thumbs up or down, an optional comment), when the page allows it (config.feedbackUrl).
   // The bar is the page's own markup (templates/chat/_feedback.html: icons, translated labels, the viewer's stored
   // rating): the server renders it under each stored reply, and a new reply gets a clone of #chat-feedback-template.
+  // A reply's feedback is posted in order, one request at a time: a rating's request and the comment sent right
+  // after it would otherwise race, and the rating's (which carries no comment) could be stored last and wipe the
+  // comment. The note speaks once every queued request has answered.
   function postFeedback(item, body, bar) {
     var url = config.feedbackUrl.replace("/0/", "/" + item.dataset.messageId + "/");
     var fields = config.feedbackFields || {};
@@ -464,12 +468,24 @@
     var headers = { "Content-Type": "application/json" };
     if (config.csrfToken) headers["X-CSRFToken"] = config.csrfToken;
     var note = bar.querySelector(".chat-feedback-note");
-    return window.fetch(url, { method: "POST", headers: headers, body: JSON.stringify(body), credentials: "same-origin" })
-      .then(function (response) {
-        if (note) note.textContent = response.ok ? labels.thanks : labels.feedbackFailed;
-        return response.ok;
-      })
-      .catch(function () { if (note) note.textContent = labels.feedbackFailed; });
+    if (note) note.textContent = "";
+    var queue = feedbackQueues.get(bar) || { last: Promise.resolve(), pending: 0, failed: false };
+    feedbackQueues.set(bar, queue);
+    queue.pending += 1;
+    queue.last = queue.last.then(function () {
+      return window.fetch(url, { method: "POST", headers: headers, body: JSON.stringify(body), credentials: "same-origin" })
+        .then(function (response) { return response.ok; })
+        .catch(function () { return false; });
+    }).then(function (ok) {
+      queue.pending -= 1;
+      queue.failed = queue.failed || !ok;
+      if (queue.pending === 0) {
+        if (note) note.textContent = queue.failed ? labels.feedbackFailed : labels.thanks;
+        queue.failed = false;
+      }
+      return ok;
+    });
+    return queue.last;
   }
 
   function showRating(bar, rating) {

@@ -92,6 +92,46 @@ def test_the_chat_pages_rating_buttons_are_drawn_and_the_rating_stays(asgi_live_
     assert page.locator('#versions tr[data-version="1"] [data-count=up]').inner_text() == "1"
 
 
+def test_a_comment_sent_right_after_the_rating_is_not_wiped_by_the_ratings_late_answer(
+    asgi_live_server, tenant, scripted_llm, page_for
+):
+    """The rating's request (no comment) held in the network until the comment has been submitted: the page sends
+    the comment only after the rating has been answered, so the comment is what the server keeps."""
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "Face the panels south."}})
+    embed = make_embed(tenant, scripted_llm.base_url)
+    _member(tenant, "late-rater")
+    page = page_for("en")
+    log_in(page, asgi_live_server.url, "late-rater")
+    start_conversation(page, asgi_live_server.url, embed.agent.name)
+    say(page, "Which way?")
+    reply = page.locator(".chat-assistant").last
+    held, sent = [], []
+
+    def hold_the_rating(route) -> None:
+        body = route.request.post_data_json or {}
+        sent.append("comment" in body)
+        if "comment" not in body and not held:
+            held.append(route)  # answered below, after the comment was submitted
+        else:
+            route.continue_()
+
+    page.route("**/feedback/", hold_the_rating)
+    reply.get_by_role("button", name="Bad reply").click()
+    reply.locator(".chat-feedback-comment").fill("Too vague.")
+    reply.locator(".chat-feedback-form button").click()
+    page.wait_for_timeout(300)  # time for a second request to leave, if the page sent it at once
+    assert sent == [False]  # the comment waits for the rating's answer
+    assert reply.locator(".chat-feedback-note").inner_text() == ""  # nothing said while requests are out
+    held[0].continue_()
+    reply.locator(".chat-feedback-note", has_text="Thank").wait_for()
+    assert sent == [False, True]
+
+    page.reload()
+    reply = page.locator(".chat-assistant").last
+    assert reply.get_by_role("button", name="Bad reply").get_attribute("aria-pressed") == "true"
+    assert reply.locator(".chat-feedback-comment").input_value() == "Too vague."
+
+
 def test_the_widget_bubble_is_drawn_visitors_see_no_tokens_and_their_rating_stays(
     asgi_live_server, tenant, scripted_llm, host_site, page_for
 ):
