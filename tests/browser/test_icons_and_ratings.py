@@ -39,15 +39,20 @@ def _member(tenant, username: str):
     return user
 
 
-def test_the_chat_pages_rating_buttons_are_drawn_and_the_rating_stays(asgi_live_server, tenant, scripted_llm, page_for):
+def _a_reply(server, tenant, scripted_llm, page, username: str):
+    """A member `username` logged in on `page`, asking the embed's agent one question: (the agent, the reply)."""
     scripted_llm.set_rules({"when": {}, "reply": {"text": "Face the panels south."}})
     embed = make_embed(tenant, scripted_llm.base_url)
-    _member(tenant, "rater")
-    page = page_for("zh-CN")
-    log_in(page, asgi_live_server.url, "rater")
-    start_conversation(page, asgi_live_server.url, embed.agent.name)
+    _member(tenant, username)
+    log_in(page, server.url, username)
+    start_conversation(page, server.url, embed.agent.name)
     say(page, "Which way?")
-    reply = page.locator(".chat-assistant").last
+    return embed.agent, page.locator(".chat-assistant").last
+
+
+def test_the_chat_pages_rating_buttons_are_drawn_and_the_rating_stays(asgi_live_server, tenant, scripted_llm, page_for):
+    page = page_for("zh-CN")
+    agent, reply = _a_reply(asgi_live_server, tenant, scripted_llm, page, "rater")
     assert reply.locator(".chat-usage").count() == 1  # members keep the token line
 
     up = reply.get_by_role("button", name="回复很好")
@@ -83,7 +88,7 @@ def test_the_chat_pages_rating_buttons_are_drawn_and_the_rating_stays(asgi_live_
     )
 
     # The agent's page counts it, drawn as icons too.
-    page.goto(asgi_live_server.url + reverse("agents:detail", args=[embed.agent.pk]))
+    page.goto(asgi_live_server.url + reverse("agents:detail", args=[agent.pk]))
     totals = page.locator("#feedback-totals")
     assert totals.locator("[data-feedback=up]").inner_text() == "1"
     assert totals.locator("[data-feedback=down]").inner_text() == "0"
@@ -97,14 +102,8 @@ def test_a_comment_sent_right_after_the_rating_is_not_wiped_by_the_ratings_late_
 ):
     """The rating's request (no comment) held in the network until the comment has been submitted: the page sends
     the comment only after the rating has been answered, so the comment is what the server keeps."""
-    scripted_llm.set_rules({"when": {}, "reply": {"text": "Face the panels south."}})
-    embed = make_embed(tenant, scripted_llm.base_url)
-    _member(tenant, "late-rater")
     page = page_for("en")
-    log_in(page, asgi_live_server.url, "late-rater")
-    start_conversation(page, asgi_live_server.url, embed.agent.name)
-    say(page, "Which way?")
-    reply = page.locator(".chat-assistant").last
+    _agent, reply = _a_reply(asgi_live_server, tenant, scripted_llm, page, "late-rater")
     held, sent = [], []
 
     def hold_the_rating(route) -> None:
