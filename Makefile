@@ -27,7 +27,7 @@ run: install
 	@echo "  Open http://$(HOST):$(PORT)/ and log in with one of the logins above (admin: http://$(HOST):$(PORT)/admin/)."
 	@echo "  打开 http://$(HOST):$(PORT)/ ，用上面的任一账号登录。"
 	@echo ""
-	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+	$(BIN)/python scripts/serve --web 1 --workers 0 --host $(HOST) --port $(PORT)
 
 # Arize Phoenix, the real OTLP receiver of the trace test, in a virtualenv of its own (none of its packages
 # touches the project's pins); docs/observability.md.

@@ -193,6 +193,8 @@ class Server:
 
 def start_daphne(count: int, env: dict[str, str], log_dir: Path) -> list[Server]:
     """Start `count` Daphne processes serving bench.load_asgi:application on free 127.0.0.1 ports."""
+    from config.serving import DAPHNE_OPTIONS  # the repository is on the path once setup_django has run
+
     servers = []
     for number in range(count):
         port = free_port()
@@ -201,6 +203,7 @@ def start_daphne(count: int, env: dict[str, str], log_dir: Path) -> list[Server]
             process = subprocess.Popen(  # noqa: S603 (the venv's daphne, fixed arguments)
                 [
                     str(BASE_DIR / ".venv" / "bin" / "daphne"),
+                    *DAPHNE_OPTIONS,
                     "-b",
                     HOST,
                     "-p",

@@ -18,6 +18,8 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
+from config.serving import DAPHNE_OPTIONS
+
 ROOT = Path(__file__).resolve().parent.parent
 APPLICATION = "config.asgi:application"
 
@@ -35,7 +37,7 @@ def require_postgresql(what: str) -> None:
         pytest.fail(f"{what} needs PostgreSQL: set DATABASE_URL (the other processes must reach the test database).")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -62,10 +64,11 @@ def daphne_servers(count: int, *, env: dict[str, str], log_dir: Path) -> Iterato
     servers: list[Server] = []
     try:
         for number in range(count):
-            port = _free_port()
+            port = free_port()
             log = log_dir / f"daphne-{number}.log"
             with log.open("w") as out:
-                command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), APPLICATION]
+                where = ["-b", "127.0.0.1", "-p", str(port)]
+                command = [sys.executable, "-m", "daphne", *DAPHNE_OPTIONS, *where, APPLICATION]
                 process = subprocess.Popen(command, cwd=ROOT, env=base, stdout=out, stderr=subprocess.STDOUT)
             servers.append(Server(process, port, log))
         for server in servers:

@@ -43,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from bench.common import SQLITE_TEMPLATE, Missing, bench_parser  # noqa: E402
+from config.serving import DAPHNE_OPTIONS  # noqa: E402
 from tests.browser import pages  # noqa: E402 (the browser tests' page steps and Chromium launch)
 from tests.browser.pages import CHROMIUM, CHROMIUM_ARGS, start_conversation  # noqa: E402
 
@@ -89,7 +90,7 @@ def running_platform(workdir: Path) -> Iterator[str]:
     port = free_port()
     log = open(workdir / "daphne.log", "w")  # noqa: SIM115 - closed below
     server = subprocess.Popen(  # noqa: S603 (the venv's daphne, fixed arguments)
-        [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        [str(DAPHNE), *DAPHNE_OPTIONS, "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=log,
