@@ -25,6 +25,7 @@ import openai
 
 from core.loopscoped import LoopScoped
 from core.netguard import Network, Resolver, UnresolvedHost, check_url
+from llm.aionet import AsyncioTransport
 from llm.demo import demo_engine
 from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, PROVIDER_TIMEOUT, LLMError, code_for_status
 from llm.script import ErrorPlan, ScriptEngine, embed
@@ -142,18 +143,18 @@ class Transport:
 
 # How long a base URL's checked address is used before its name is resolved and checked again.
 PUBLIC_RECHECK_SECONDS = 60.0
-# The openai SDK's own client's pool (its default client is replaced when connections are pinned). httpx2 is the
-# SDK's HTTP library.
+# The pool of the openai SDK's client (the SDK's own limits; its client is replaced to connect through llm.aionet, and
+# at the checked address when connections are pinned). httpx2 is the SDK's HTTP library.
 CONNECTION_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 
 
-class PinnedTransport(httpx2.AsyncHTTPTransport):
+class PinnedTransport(AsyncioTransport):
     """Sends each request to the address its host was checked at (`pins`: host -> (address, when checked)), with the
     Host header and the TLS server name still the host's, so a name that resolves elsewhere after the check (DNS
     rebinding) cannot move the connection. A host without a pin (a redirect to another server) is not connected to."""
 
-    def __init__(self, pins: dict[str, tuple[str, float]], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, pins: dict[str, tuple[str, float]], *, limits: httpx2.Limits) -> None:
+        super().__init__(limits=limits)
         self.pins = pins
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -191,9 +192,11 @@ class OpenAICompatibleTransport(Transport):
                 timeout=openai.Timeout(connection.timeout, connect=min(connection.timeout, 10.0)),
                 max_retries=0,  # the gateway retries itself, only before the first chunk (llm.client)
                 # A server the operator allowed is reached as its name says; any other at its checked address.
-                http_client=None
-                if connection.private_allowed
-                else openai.DefaultAsyncHttpxClient(transport=PinnedTransport(self.pins, limits=CONNECTION_LIMITS)),
+                http_client=openai.DefaultAsyncHttpxClient(
+                    transport=AsyncioTransport(limits=CONNECTION_LIMITS)
+                    if connection.private_allowed
+                    else PinnedTransport(self.pins, limits=CONNECTION_LIMITS)
+                ),
             )
             per_loop[key] = client
         return client
