@@ -41,6 +41,7 @@ class ChannelSink:
         # The event loop's writer, looked up at the first frame (a turn's frames are emitted on one loop; looking it
         # up per token was 3 % of a busy process's CPU with 200 replies streaming).
         self.writer: FrameWriter | None = None
+        self.streaming = False  # a delta was written: the next ones may wait for the flush delay
 
     async def emit(self, frame: frames.Frame) -> frames.Logged:
         shown = page_frame(frame)
@@ -49,8 +50,10 @@ class ChannelSink:
             writer = self.writer = writer_for(self.log)
         try:
             if isinstance(frame, frames.Delta):
-                writer.write(self.conversation_id, shown, wait=False)
+                writer.write(self.conversation_id, shown, wait=False, urgent=not self.streaming)
+                self.streaming = True
                 return frames.Logged(None, shown)
+            self.streaming = False
             return await writer.write(self.conversation_id, shown, wait=True)
         except Exception:
             logger.warning(

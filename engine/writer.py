@@ -36,9 +36,12 @@ class FrameWriter:
         self.task: asyncio.Task | None = None
         self.urgent = asyncio.Event()
 
-    def write(self, conversation_id: int, frame: frames.Frame, *, wait: bool) -> asyncio.Future | None:
+    def write(
+        self, conversation_id: int, frame: frames.Frame, *, wait: bool, urgent: bool = False
+    ) -> asyncio.Future | None:
         """Queue `frame` for the log. With `wait`, returns a future of the frame with its seq, and the flush starts
-        at once; without, the frame may be merged into the delta before it and goes out within the flush delay."""
+        at once; without, the frame may be merged into the delta before it and goes out within the flush delay,
+        or at once when `urgent` (a reply's first delta: the time to its first token is what a reader waits)."""
         failure = self.failures.pop(conversation_id, None)
         if failure is not None:  # an earlier delta of this conversation was not written: say so now
             raise failure
@@ -51,6 +54,8 @@ class FrameWriter:
                 future = asyncio.get_running_loop().create_future()
                 self.urgent.set()
             entries.append([frame, future])
+        if urgent:
+            self.urgent.set()
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self._run())
         return future
