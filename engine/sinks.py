@@ -3,6 +3,7 @@ to the conversation's sockets in every process (engine.bus)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 
@@ -38,16 +39,18 @@ class ChannelSink:
     def __init__(self, conversation_id: int, log: FrameLog | None = None) -> None:
         self.conversation_id = conversation_id
         self.log = log or get_frame_log()
-        # The event loop's writer, looked up at the first frame (a turn's frames are emitted on one loop; looking it
-        # up per token was 3 % of a busy process's CPU with 200 replies streaming).
+        # The event loop's writer, kept with its loop (looked up through core.loopscoped per token it was 3 % of a
+        # busy process's CPU with 200 replies streaming); a sink used from another loop looks it up again.
         self.writer: FrameWriter | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.streaming = False  # a delta was written: the next ones may wait for the flush delay
 
     async def emit(self, frame: frames.Frame) -> frames.Logged:
         shown = page_frame(frame)
+        loop = asyncio.get_running_loop()
+        if self.writer is None or loop is not self.loop:
+            self.writer, self.loop = writer_for(self.log), loop
         writer = self.writer
-        if writer is None:
-            writer = self.writer = writer_for(self.log)
         try:
             if isinstance(frame, frames.Delta):
                 writer.write(self.conversation_id, shown, wait=False, urgent=not self.streaming)

@@ -42,3 +42,19 @@ async def test_after_a_frame_that_is_not_a_delta_the_next_delta_is_first_again(s
     await sink.emit(frames.Delta(content="Found"))
     await asyncio.sleep(0.05)
     assert [entry.frame.type for entry in await log.after(8, 0)] == ["delta", "tool", "delta"]
+
+
+def test_a_sink_used_from_another_event_loop_writes_through_that_loops_writer():
+    log = MemoryFrameLog()
+    sink = ChannelSink(9, log)
+
+    async def emit(text: str) -> None:
+        await sink.emit(frames.Delta(content=text))
+        await asyncio.sleep(0.01)  # the first delta is written; the next waits for the flush delay on the event
+        await sink.emit(frames.Delta(content="!"))
+        await sink.flush()
+
+    asyncio.run(emit("one"))
+    asyncio.run(emit("two"))  # another loop: the first loop's writer (its event is that loop's) cannot serve it
+    logged = asyncio.run(log.after(9, 0))
+    assert _contents(logged) == [("delta", "one"), ("delta", "!"), ("delta", "two!")]  # still streaming: merged
