@@ -74,17 +74,19 @@ def _wake(waiter: asyncio.Future[None] | None) -> None:
         waiter.set_result(None)
 
 
-def _expire(waiter: asyncio.Future[None], error: Exception) -> None:
+def _expire(waiter: asyncio.Future[None], error: type[Exception], message: str) -> None:
     if not waiter.done():
-        waiter.set_exception(error)
+        waiter.set_exception(error(message))
 
 
-async def _wait(protocol: _Protocol, attribute: str, timeout: float | None, error: Exception) -> None:
-    """Wait until the protocol wakes `attribute`'s future, or raise `error` after `timeout` seconds."""
+async def _wait(
+    protocol: _Protocol, attribute: str, timeout: float | None, error: type[Exception], message: str
+) -> None:
+    """Wait until the protocol wakes `attribute`'s future, or raise `error(message)` after `timeout` seconds."""
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[None] = loop.create_future()
     setattr(protocol, attribute, waiter)
-    timer = loop.call_later(timeout, _expire, waiter, error) if timeout is not None else None
+    timer = loop.call_later(timeout, _expire, waiter, error, message) if timeout is not None else None
     try:
         await waiter
     finally:
@@ -102,7 +104,7 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         protocol = self.protocol
         if not protocol.buffer and not protocol.eof:
-            await _wait(protocol, "reader", timeout, httpcore2.ReadTimeout("timed out reading from the server"))
+            await _wait(protocol, "reader", timeout, httpcore2.ReadTimeout, "timed out reading from the server")
         if protocol.buffer:
             data = bytes(protocol.buffer[:max_bytes])
             del protocol.buffer[:max_bytes]
@@ -122,7 +124,7 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
             raise httpcore2.WriteError("the connection is closed")
         self.transport.write(buffer)
         if protocol.writing_paused:
-            await _wait(protocol, "writer", timeout, httpcore2.WriteTimeout("timed out writing to the server"))
+            await _wait(protocol, "writer", timeout, httpcore2.WriteTimeout, "timed out writing to the server")
             if protocol.error is not None:
                 raise httpcore2.WriteError(str(protocol.error)) from protocol.error
 
