@@ -83,7 +83,7 @@ def test_plan_frames_build_and_fill_the_step_cards(asgi_live_server, demo, page_
     emit(frames.Delta(index=2, content="<b>yield</b> "))
     emit(frames.Delta(index=1, content="tariff text"))
     page.wait_for_function(
-        "() => document.querySelector('.chat-step[data-index=\"1\"] .chat-body').textContent === 'tariff text'"
+        "() => document.querySelector('.chat-step[data-index=\"1\"] .chat-body')?.textContent === 'tariff text'"
     )
     assert cards.nth(1).locator(".chat-body").inner_text().startswith("<b>yield</b>")
 
@@ -163,7 +163,7 @@ def test_a_resumed_step_shows_its_new_run_not_the_question_before_it(asgi_live_s
     emit(plan("in_progress"))
     emit(frames.Tool(index=1, name="ask_project", status="interrupted"))
     emit(frames.Delta(index=1, content=QUESTION))
-    page.wait_for_function("q => document.querySelector('.chat-step[data-index=\"1\"] .chat-body').textContent === q",
+    page.wait_for_function("q => document.querySelector('.chat-step[data-index=\"1\"] .chat-body')?.textContent === q",
                            arg=QUESTION)  # fmt: skip
     emit(frames.Step.response(index=1, status="interrupted", content=QUESTION, intent="plan_step", data=asked))
     emit(plan("interrupted", asked))
@@ -175,7 +175,7 @@ def test_a_resumed_step_shows_its_new_run_not_the_question_before_it(asgi_live_s
     emit(plan("not_started", asked))
     emit(plan("in_progress", asked))
     emit(frames.Delta(index=1, content="**光伏经济性测算**"))
-    page.wait_for_function("() => document.querySelector('.chat-step[data-index=\"1\"] .chat-body').textContent"
+    page.wait_for_function("() => document.querySelector('.chat-step[data-index=\"1\"] .chat-body')?.textContent"
                            ".includes('光伏经济性测算')")  # fmt: skip
     assert body.inner_text() == "**光伏经济性测算**"
     assert page.locator('.chat-step[data-index="1"] .chat-tool').count() == 0  # the first run's tool lines went
