@@ -155,7 +155,7 @@ SETTINGS: tuple[Setting, ...] = (
         "The chat frame log's key prefix in Redis (processes sharing it share conversations' frames; tests use a "
         "fresh one per test).",
     ),
-    Setting("CHAT_FLUSH_SECONDS", "float", 0.03, "Seconds a streamed reply's deltas wait to be written together."),
+    Setting("CHAT_FLUSH_SECONDS", "float", 0.03, "Seconds a reply's later deltas wait to be written together."),
     Setting("CHAT_MAX_TURNS", "int", 200, "Turns a process runs at once (0: no limit)."),
     Setting(
         "CHAT_TURN_QUEUE",
