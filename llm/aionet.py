@@ -201,10 +201,12 @@ class AsyncioTransport(httpx2.AsyncHTTPTransport):
     """httpx's transport for the openai SDK's client, its pool connecting through `AsyncioBackend`."""
 
     def __init__(self, *, limits: httpx2.Limits) -> None:
-        super().__init__(limits=limits)
+        # The TLS context (loading the CA bundle is the dear part) made once, for httpx's pool and its replacement.
+        ssl_context = httpx2.create_ssl_context()
+        super().__init__(verify=ssl_context, limits=limits)
         # httpx's transport takes no network backend; its pool (httpcore's, public) does: the same pool, rebuilt.
         self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),
+            ssl_context=ssl_context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
