@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import models, transaction
@@ -439,6 +439,9 @@ ENTITY_TYPE_LABELS = {
 class Event(TenantOwned):
     """One event of a user's event graph (seed 2, section 3.2), with the seed's field names."""
 
+    # Whose search collection a row belongs to (CollectionState's owner columns; kept by triggers on PostgreSQL).
+    collection_owner: ClassVar[tuple[str, ...]] = ("user_id", "key")
+
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("user")
     )
@@ -558,6 +561,8 @@ class MemoryItem(TenantOwned):
     and fixed. Retrieved but not returned, or drawn by sleep, after its gap it sinks a level; at -1 it is deleted.
     """
 
+    collection_owner: ClassVar[tuple[str, ...]] = ("user_id", "key")  # as Event's
+
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("user")
     )
@@ -593,6 +598,8 @@ class TurnMemory(TenantOwned):
     """One exchange (a user message and the reply) of a conversation, indexed so that turns the window dropped or
     the summary absorbed can be recalled (M7)."""
 
+    collection_owner: ClassVar[tuple[str, ...]] = ("conversation_id",)  # as Event's
+
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("user")
     )
@@ -619,6 +626,33 @@ class TurnMemory(TenantOwned):
 
     def __str__(self) -> str:
         return self.text[:80]
+
+
+class CollectionState(TenantOwned):
+    """How many rows an owner's search collection has and its newest id (memory.longterm.store.collection), one row
+    per model and owner, kept by triggers on the tables (PostgreSQL; migration 0019): reading it tells a process
+    whether the collection it holds is current without counting the owner's rows (10,000 index entries, each with
+    row-level security's check, at every recall). Owner columns a model does not have are 0 or "". SQLite counts
+    the rows instead (no triggers there)."""
+
+    label = models.CharField(_("model"), max_length=60)  # the model's label_lower: "memory.event"
+    user_id = models.BigIntegerField(_("user id"), default=0)
+    key = models.CharField(_("memory key"), max_length=100, default="", blank=True)
+    conversation_id = models.BigIntegerField(_("conversation id"), default=0)
+    row_count = models.BigIntegerField(_("rows"), default=0)
+    newest_id = models.BigIntegerField(_("newest id"), default=0)
+
+    class Meta:
+        verbose_name = _("search collection state")
+        verbose_name_plural = _("search collection states")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "label", "user_id", "key", "conversation_id"], name="memory_collectionstate_owner"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label} {self.user_id}/{self.key}/{self.conversation_id}: {self.row_count}"
 
 
 class MemoryMetric(TenantOwned):

@@ -2,8 +2,9 @@
 
 One collection per owner (a memory key, or a conversation for indexed turns): the rows' keyword terms as BM25
 segments (knowledge.keyword's index) and their vectors as one matrix (knowledge.retrieval.Collection). A refresh
-reads the owner's row count and newest id: rows added since are read alone and become a new segment; a deletion
-(the count does not add up) rebuilds the collection.
+reads the owner's row count and newest id (on PostgreSQL one row of CollectionState, kept by triggers; elsewhere
+counted): rows added since are read alone and become a new segment; a deletion (the count does not add up)
+rebuilds the collection.
 
 Ranking is the knowledge bases' hybrid (BM25 and cosine candidates, each standardised over its own top
 CANDIDATES, summed by weight: knowledge.ranking.fuse_zscore's formula), with three differences measured on
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
-from django.db.models import Count, Max, Model
+from django.db.models import Count, Max, Model, Sum
 
 from core.cache import LRUCache
 from core.conf import setting
@@ -44,6 +45,7 @@ from knowledge.embedders import Embedder, EmbedderError, local_embedder
 from knowledge.keyword import STOP_WORDS, BM25Index, CollectionStats, terms_for
 from knowledge.ranking import CANDIDATES, query_vector, vector_weight
 from knowledge.retrieval import Collection
+from memory.models import CollectionState
 from tenants.scope import current_scope
 
 logger = logging.getLogger(__name__)
@@ -264,8 +266,12 @@ def collection(model: type[Model], **filters: Any) -> Collection:
     key = _owner_key(model, filters)
 
     def state() -> list[tuple]:
-        found = model.objects.filter(**filters).aggregate(count=Count("id"), newest=Max("id"))
-        return [(found["count"], found["newest"])]
+        if _kept_by_triggers(model, filters, key[0]):
+            kept = CollectionState.objects.filter(label=model._meta.label_lower, **filters)
+            found = kept.aggregate(count=Sum("row_count"), newest=Max("newest_id"))
+        else:
+            found = model.objects.filter(**filters).aggregate(count=Count("id"), newest=Max("id"))
+        return [(found["count"] or 0, found["newest"])]
 
     ((count, newest),) = repeated(model, (*key, "state"), state)
     newest = newest or 0
@@ -287,6 +293,14 @@ def collection(model: type[Model], **filters: Any) -> Collection:
         vector_ids, matrix, ends = _matrix(ids, vectors)
         built = Collection(segments=(BM25Index(ids, terms),), vector_ids=vector_ids, matrix=matrix, group_ends=ends)
         return _collections.put(key, _Held(len(ids), max(ids, default=0), built)).collection
+
+
+def _kept_by_triggers(model: type[Model], filters: dict[str, Any], alias: str) -> bool:
+    """Whether the owner's count and newest id can be read from CollectionState: on PostgreSQL (where migration
+    memory 0019 keeps it), for a model that declares its owner columns, filtered by those (all or some: a user's
+    events of every key add up) and nothing else."""
+    owner = getattr(model, "collection_owner", None)
+    return owner is not None and connections[alias].vendor == "postgresql" and set(filters) <= {"tenant_id", *owner}
 
 
 def rank(model: type[Model], query: str, *, top_k: int, allowed=None, **filters: Any) -> list[tuple[int, float]]:
