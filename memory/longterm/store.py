@@ -271,10 +271,10 @@ def collection(model: type[Model], **filters: Any) -> Collection:
             found = kept.aggregate(count=Sum("row_count"), newest=Max("newest_id"))
         else:
             found = model.objects.filter(**filters).aggregate(count=Count("id"), newest=Max("id"))
-        return [(found["count"] or 0, found["newest"])]
+        return [(found["count"], found["newest"])]
 
     ((count, newest),) = repeated(model, (*key, "state"), state)
-    newest = newest or 0
+    count, newest = count or 0, newest or 0  # an owner without a state row: SUM and MAX of nothing are NULL
     held: _Held | None = _collections.get(key)
     if held is not None and held.count == count and held.newest == newest:
         return held.collection

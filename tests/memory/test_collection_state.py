@@ -118,3 +118,15 @@ def test_a_recall_reads_the_row_not_the_owners_rows(tenant, member, in_tenant):
     assert sum(len(segment.ids) for segment in held.segments) == 2
     # A filter the row does not hold (the conversation of an event) still counts the rows.
     assert not store._kept_by_triggers(Event, {"conversation_id": 1}, "default")
+
+
+def test_an_owner_without_rows_costs_one_statement_a_use(member, in_tenant):
+    """No state row yet: SUM and MAX of nothing are NULL, which must read as an empty collection that is current
+    (the reused statement bypasses the ORM, so the NULLs reach `collection` as they are)."""
+    for _ in range(2):
+        store.collection(MemoryItem, user_id=member.pk, key="nothing")  # the second call reuses the statement
+    seen = []
+    with connection.execute_wrapper(lambda execute, sql, *args: seen.append(sql) or execute(sql, *args)):
+        held = store.collection(MemoryItem, user_id=member.pk, key="nothing")
+    assert len(seen) == 1 and "memory_collectionstate" in seen[0]
+    assert not any(len(segment.ids) for segment in held.segments)
