@@ -8,6 +8,7 @@ import importlib
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Count, Max
 
 from agents.services import conversation_start
@@ -17,10 +18,9 @@ from memory.models import CollectionState, Conversation, Event, MemoryItem, Turn
 from tenants.scope import all_tenants, tenant_scope
 from tests.factories import UserFactory
 
-pytestmark = [
-    pytest.mark.django_db,
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="the triggers are PostgreSQL's; SQLite counts"),
-]
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the triggers are PostgreSQL's; SQLite counts"
+)
 
 T0 = dt.datetime(2024, 3, 1, 9, 0, tzinfo=dt.UTC)
 MIGRATION = importlib.import_module("memory.migrations.0019_collection_state")
@@ -51,6 +51,8 @@ def test_the_migration_keeps_the_owners_the_models_declare():
         assert tuple(declared) == model.collection_owner
 
 
+@postgresql_only
+@pytest.mark.django_db
 def test_inserts_bulk_inserts_and_deletes_keep_the_row_equal_to_a_count(tenant, member, in_tenant):
     other = UserFactory(username="other-user")
     one = _event(tenant, member, "k1", 0)
@@ -74,6 +76,8 @@ def test_inserts_bulk_inserts_and_deletes_keep_the_row_equal_to_a_count(tenant, 
     assert _kept(Event, user_id=member.pk, key="k2") == (3, made[7].pk)  # another owner untouched
 
 
+@postgresql_only
+@pytest.mark.django_db
 def test_cascades_from_a_deleted_user_or_conversation_are_counted(tenant, member, make_agent, in_tenant):
     conversation = conversation_start(agent=make_agent(), user=member)
     owner = owner_of(conversation)
@@ -91,6 +95,8 @@ def test_cascades_from_a_deleted_user_or_conversation_are_counted(tenant, member
     assert _kept(MemoryItem, user_id=member.pk, key=owner.key) == (0, 0)
 
 
+@postgresql_only
+@pytest.mark.django_db
 def test_the_row_stays_in_its_tenant(tenant, other_tenant, member):
     with tenant_scope(tenant):
         _event(tenant, member, "shared", 0).save()
@@ -106,6 +112,8 @@ def test_the_row_stays_in_its_tenant(tenant, other_tenant, member):
         assert CollectionState.objects.filter(label="memory.event").count() == 2
 
 
+@postgresql_only
+@pytest.mark.django_db
 def test_a_recall_reads_the_row_not_the_owners_rows(tenant, member, in_tenant):
     Event.objects.bulk_create([_event(tenant, member, "k", n) for n in range(3)])
     seen = []
@@ -120,6 +128,8 @@ def test_a_recall_reads_the_row_not_the_owners_rows(tenant, member, in_tenant):
     assert not store._kept_by_triggers(Event, {"conversation_id": 1}, "default")
 
 
+@postgresql_only
+@pytest.mark.django_db
 def test_an_owner_without_rows_costs_one_statement_a_use(member, in_tenant):
     """No state row yet: SUM and MAX of nothing are NULL, which must read as an empty collection that is current
     (the reused statement bypasses the ORM, so the NULLs reach `collection` as they are)."""
@@ -130,3 +140,23 @@ def test_an_owner_without_rows_costs_one_statement_a_use(member, in_tenant):
         held = store.collection(MemoryItem, user_id=member.pk, key="nothing")
     assert len(seen) == 1 and "memory_collectionstate" in seen[0]
     assert not any(len(segment.ids) for segment in held.segments)
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_counts_the_rows_stored_before_it(tenant, member):
+    """An upgrade: the events stored before migration 0019 are counted into their owners' rows by it, and the
+    migration goes back (its triggers and functions dropped) and forward again."""
+    with tenant_scope(tenant):
+        Event.objects.bulk_create([_event(tenant, member, "old", n) for n in range(4)])
+    executor = MigrationExecutor(connection)
+    with all_tenants(reason="test: a migration runs for every tenant, as migrate does"):
+        executor.migrate([("memory", "0018_memory_multilingual")])
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_trigger WHERE tgname IN ('state_added', 'state_removed')")
+            assert cursor.fetchone() == (0,)
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    with tenant_scope(tenant):
+        assert _kept(Event, user_id=member.pk, key="old") == _counted(Event, user_id=member.pk, key="old")
+        assert _kept(Event, user_id=member.pk, key="old")[0] == 4
