@@ -20,7 +20,9 @@ def _statements(table: str) -> list[str]:
     label, *owner = TABLES[table]
     selected = ", ".join(f"{expression} AS {name}" for expression, name in zip(owner, OWNER))
     grouped = ", ".join(expression for expression in owner if expression not in ("0", "''")) or "tenant_id"
-    # The newest id after a deletion, read as the recall's own count would see it (one index lookup).
+    # The newest id after a deletion that took it, read as the recall's own count would see it (one index lookup).
+    # Only then: a row inserted meanwhile by a transaction this statement cannot see has already raised the state
+    # row's newest id (its lock is waited for, and the row re-read), and a read of the table would miss it.
     match = " AND ".join(f"r.{expression} = s.{name}" for expression, name in zip(owner, OWNER) if expression == name)
     return [
         f"""CREATE OR REPLACE FUNCTION {table}_state_added() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -35,8 +37,11 @@ END $$""",
 BEGIN
     UPDATE memory_collectionstate AS s
     SET row_count = s.row_count - gone.n,
-        newest_id = coalesce((SELECT max(r.id) FROM {table} AS r WHERE r.tenant_id = s.tenant_id AND {match}), 0)
-    FROM (SELECT tenant_id, {selected}, count(*) AS n FROM removed GROUP BY tenant_id, {grouped}) AS gone
+        newest_id = CASE WHEN gone.top < s.newest_id THEN s.newest_id ELSE coalesce(
+            (SELECT max(r.id) FROM {table} AS r WHERE r.tenant_id = s.tenant_id AND {match}), 0) END
+    FROM (
+        SELECT tenant_id, {selected}, count(*) AS n, max(id) AS top FROM removed GROUP BY tenant_id, {grouped}
+    ) AS gone
     WHERE s.label = '{label}' AND s.tenant_id = gone.tenant_id AND s.user_id = gone.user_id AND s.key = gone.key
         AND s.conversation_id = gone.conversation_id;
     RETURN NULL;

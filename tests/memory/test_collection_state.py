@@ -4,10 +4,12 @@ say what a count says, whoever writes, deletes or cascades, and stay inside its 
 
 import datetime as dt
 import importlib
+import threading
+import time
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Count, Max
 
@@ -160,3 +162,41 @@ def test_the_migration_counts_the_rows_stored_before_it(tenant, member):
     with tenant_scope(tenant):
         assert _kept(Event, user_id=member.pk, key="old") == _counted(Event, user_id=member.pk, key="old")
         assert _kept(Event, user_id=member.pk, key="old")[0] == 4
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_delete_beside_an_uncommitted_insert_keeps_the_newest_id(tenant, member):
+    """The newest row deleted while another transaction inserts a newer one: the delete waits for that row lock and
+    must not set the newest id from a read that cannot see the insert (which would leave the state behind the table,
+    and every recall rebuilding its collection until the next write)."""
+    with tenant_scope(tenant):
+        _first, second = Event.objects.bulk_create([_event(tenant, member, "race", n) for n in (0, 1)])
+    inserted, deleting = threading.Event(), threading.Event()
+    newer: list[int] = []
+
+    def insert() -> None:
+        with tenant_scope(tenant), transaction.atomic():
+            row = _event(tenant, member, "race", 2)
+            row.save()
+            newer.append(row.pk)
+            inserted.set()
+            deleting.wait(5)
+            time.sleep(0.3)  # the delete is waiting on the state row's lock by now
+        connection.close()
+
+    def delete() -> None:
+        inserted.wait(5)
+        with tenant_scope(tenant):
+            deleting.set()
+            Event.objects.filter(pk=second.pk).delete()  # the newest this transaction can see
+        connection.close()
+
+    threads = [threading.Thread(target=insert), threading.Thread(target=delete)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    with tenant_scope(tenant):
+        assert _counted(Event, user_id=member.pk, key="race") == (2, newer[0])
+        assert _kept(Event, user_id=member.pk, key="race") == (2, newer[0])
