@@ -36,6 +36,11 @@ the questions (asked the day after the last session) come after the filler too. 
 never within one. A filler session starting with the assistant loses its opening assistant turns (the bench takes
 a session's first speaker for the user).
 
+A third set, ualong_en_topic.json (`--set ualong-en-topic`): the English histories with questions written for this
+project instead of MemoryBank's (bench/data/ualong_topic_en.json: 60 questions, four a user, each an ordinary chat
+message about something the user said, in other words than the user's: a topic link, which the lexical rule behind
+MemoryBank's evidence cannot make; evidence read by hand).
+
 Output in LoCoMo's shape (what memory_recall.load_locomo reads), each row with its `split`, to
 ~/.cache/agentplat-memory-bench/ualong_{en,zh}.json; sample_ids ul-en-01.., ul-zh-01..; a summary per user
 (sessions, turns, mean characters of a user turn and of an assistant turn, questions).
@@ -66,6 +71,10 @@ import memorybank_build as mb
 from common import DATA_DIR, Missing, bench_parser, smoke_check
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "ualong_sample"
+# Questions written for this project over the English users, linked to what the user said by topic rather than by
+# shared words (the held-out set's kind of question; MemoryBank's own are found by a lexical rule): the set
+# `ualong-en-topic`, the same histories as `ualong-en` with these questions instead.
+TOPIC_QUESTIONS = Path(__file__).resolve().parent / "data" / "ualong_topic_en.json"
 CMRC = DATA_DIR / "kb" / "zh_cmrc2018"
 LONGMEMEVAL_COMMIT = "3d2d10e"  # the commit of the public copy that holds data/longmemeval_s.json
 LONGMEMEVAL_PATH = "data/longmemeval_s.json"
@@ -85,9 +94,31 @@ class Filler:
     turns: tuple[tuple[str, str], ...]
 
 
-def output_path(language: mb.Language, folder: Path = mb.CACHE) -> Path:
-    """Where the built set is written (and where bench/memory_recall.py --set ualong-en|ualong-zh reads it)."""
-    return folder / f"ualong_{'en' if language is mb.Language.EN else 'zh'}.json"
+def output_path(language: mb.Language, folder: Path = mb.CACHE, *, topic: bool = False) -> Path:
+    """Where the built set is written (and where bench/memory_recall.py --set ualong-en|ualong-zh|ualong-en-topic
+    reads it)."""
+    return folder / f"ualong_{'en' if language is mb.Language.EN else 'zh'}{'_topic' if topic else ''}.json"
+
+
+def with_topic_questions(rows: list[dict], path: Path = TOPIC_QUESTIONS) -> tuple[list[dict], int]:
+    """The users of `rows` that `path` asks about, each with those questions instead of MemoryBank's; a question
+    whose evidence is not in the user's history (the made-up samples) is left out and counted."""
+    asked: dict[str, list[dict]] = defaultdict(list)
+    for item in json.loads(path.read_text(encoding="utf-8"))["questions"]:
+        asked[item["user"]].append(item)
+    out, dropped = [], 0
+    for row in rows:
+        sessions = [value for key, value in row["conversation"].items() if re.fullmatch(r"session_\d+", key)]
+        said = {turn["dia_id"] for session in sessions for turn in session}
+        kept = [
+            {"question": item["question"], "answer": "", "evidence": item["evidence"], "category": item["category"]}
+            for item in asked.get(row["sample_id"], [])
+            if set(item["evidence"]) <= said
+        ]
+        dropped += len(asked.get(row["sample_id"], [])) - len(kept)
+        if kept:
+            out.append({**row, "qa": kept})
+    return out, dropped
 
 
 def read_longmemeval(source: Path) -> list[Filler]:
@@ -203,6 +234,12 @@ def build(source: Path, filler: list[Filler], language: mb.Language, output: Pat
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(rows, ensure_ascii=False, indent=0), encoding="utf-8")
     summarise(rows, output)
+    if language is mb.Language.EN:
+        topic, dropped = with_topic_questions(rows)
+        path = output_path(language, output.parent, topic=True)
+        path.write_text(json.dumps(topic, ensure_ascii=False, indent=0), encoding="utf-8")
+        print(f"{path.stem}: {sum(len(row['qa']) for row in topic)} topic questions on {len(topic)} users "
+              f"({dropped} left out: their evidence is not in the history)")  # fmt: skip
     return rows
 
 

@@ -3,6 +3,7 @@ bench/memorybank_build.py converts them, among filler sessions of real chats tha
 committed made-up samples bench/data/memorybank_sample/ and bench/data/ualong_sample/."""
 
 import datetime as dt
+import json
 import random
 import re
 
@@ -74,3 +75,34 @@ def test_a_user_stops_taking_filler_at_its_turn_target(ualong):
     sessions = _sessions(built)
     assert sum(len(session) for _, session in sessions) == 11  # the day's turn and five filler sessions of two
     assert sessions[0][0] >= dt.datetime(2023, 4, 17, 9, 0) and sessions[-1][0] <= dt.datetime(2023, 5, 7, 9, 0)
+
+
+def _row(sample_id: str, dia_ids: list[str]) -> dict:
+    turns = [{"speaker": "A", "dia_id": dia_id, "text": "x"} for dia_id in dia_ids]
+    return {"sample_id": sample_id, "split": "dev", "conversation": {"session_1": turns}, "qa": [{"question": "old"}]}
+
+
+def test_topic_questions_replace_memorybanks_where_their_evidence_is_there(ualong, tmp_path):
+    asked = tmp_path / "topic.json"
+    asked.write_text(
+        '{"questions": ['
+        '{"user": "ul-en-01", "question": "Which instrument?", "evidence": ["D1:3"], "category": 4},'
+        '{"user": "ul-en-01", "question": "Which fish?", "evidence": ["D3:1", "D9:9"], "category": 1},'
+        '{"user": "ul-en-03", "question": "Which singer?", "evidence": ["D3:3"], "category": 4}]}'
+    )
+    rows = [_row("ul-en-01", ["D1:3", "D3:1", "F2:1"]), _row("ul-en-02", ["D1:1"]), _row("ul-en-03", ["D1:1"])]
+
+    topic, dropped = ualong.with_topic_questions(rows, asked)
+
+    assert [row["sample_id"] for row in topic] == ["ul-en-01"]  # users left without a question are left out
+    assert topic[0]["qa"] == [{"question": "Which instrument?", "answer": "", "evidence": ["D1:3"], "category": 4}]
+    assert topic[0]["conversation"] == rows[0]["conversation"] and dropped == 2
+
+
+def test_the_committed_topic_questions_are_well_formed(ualong):
+    questions = json.loads(ualong.TOPIC_QUESTIONS.read_text(encoding="utf-8"))["questions"]
+    assert {item["user"] for item in questions} == {f"ul-en-{number:02d}" for number in range(1, 16)}
+    for item in questions:
+        assert item["category"] in (1, 4) and item["question"].endswith("?")
+        assert all(re.fullmatch(r"D\d+:\d+", dia_id) for dia_id in item["evidence"])  # never a filler turn
+        assert (len(item["evidence"]) > 1) == (item["category"] == 1)
