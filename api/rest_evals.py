@@ -196,9 +196,10 @@ class ExportRenderer(renderers.BaseRenderer):
 
     charset = "utf-8"
 
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
-        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-        return text.encode("utf-8")
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> str:
+        # Text, which DRF encodes with `charset`: bytes that are empty (a dataset without cases) would make DRF
+        # drop the Content-Type header.
+        return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
 
 
 class JsonlRenderer(ExportRenderer):

@@ -51,6 +51,9 @@ def test_datasets_and_cases(api, tenant, eval_agent):
     assert made.status_code == 201 and made.json()["agent"] == eval_agent.pk
     assert made.json()["case_count"] == 0  # as the schema says: every answer carries it, not only the list's
     dataset_id = made.json()["id"]
+    empty = api.get(f"/api/v1/eval-datasets/{dataset_id}/export/")  # no cases: an empty body, still typed
+    assert empty.status_code == 200 and empty.content == b""
+    assert empty["Content-Type"] == "application/x-ndjson; charset=utf-8"
     again = api.post(f"/api/v1/agents/{eval_agent.pk}/eval-datasets/", {"name": "Roofs"}, "application/json")
     assert again.status_code == 400 and "name" in again.json()["error"]["fields"]
     listed = api.get(f"/api/v1/agents/{eval_agent.pk}/eval-datasets/").json()
