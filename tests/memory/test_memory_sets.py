@@ -88,7 +88,9 @@ def test_the_bench_reads_a_built_set_with_its_halves(builder, bench, tmp_path):
     ]  # fmt: skip
     assert samples[0].sessions[0].turns[0].content == "Ada: Hi, I am Ada. I started learning the cello last week."
     assert samples[0].questions[1].evidence == frozenset({"D2:1"})
-    assert set(bench.SETS) == {"locomo", "realtalk", "memorybank-en", "memorybank-zh", "ualong-en", "ualong-zh"}
+    assert set(bench.SETS) == {
+        "locomo", "realtalk", "memorybank-en", "memorybank-zh", "ualong-en", "ualong-zh", "ualong-en-topic",
+    }  # fmt: skip
 
 
 def test_the_halves_table_pools_each_halfs_questions(bench):
