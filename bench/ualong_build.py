@@ -100,6 +100,11 @@ def output_path(language: mb.Language, folder: Path = mb.CACHE, *, topic: bool =
     return folder / f"ualong_{'en' if language is mb.Language.EN else 'zh'}{'_topic' if topic else ''}.json"
 
 
+def sessions_of(conversation: dict) -> list[list[dict]]:
+    """The turn lists of a LoCoMo-shaped conversation's `session_N` entries, in the order they are stored."""
+    return [value for key, value in conversation.items() if re.fullmatch(r"session_\d+", key)]
+
+
 def with_topic_questions(rows: list[dict], path: Path = TOPIC_QUESTIONS) -> tuple[list[dict], int]:
     """The users of `rows` that `path` asks about, each with those questions instead of MemoryBank's; a question
     whose evidence is not in the user's history (the made-up samples) is left out and counted."""
@@ -108,8 +113,7 @@ def with_topic_questions(rows: list[dict], path: Path = TOPIC_QUESTIONS) -> tupl
         asked[item["user"]].append(item)
     out, dropped = [], 0
     for row in rows:
-        sessions = [value for key, value in row["conversation"].items() if re.fullmatch(r"session_\d+", key)]
-        said = {turn["dia_id"] for session in sessions for turn in session}
+        said = {turn["dia_id"] for session in sessions_of(row["conversation"]) for turn in session}
         kept = [
             {"question": item["question"], "answer": "", "evidence": item["evidence"], "category": item["category"]}
             for item in asked.get(row["sample_id"], [])
@@ -250,7 +254,7 @@ def summarise(rows: list[dict], output: Path) -> None:
     totals: dict[str, list] = defaultdict(list)
     for row in rows:
         conversation = row["conversation"]
-        sessions = [v for k, v in conversation.items() if re.fullmatch(r"session_\d+", k)]
+        sessions = sessions_of(conversation)
         turns = [turn for session in sessions for turn in session]
         filler = [turn for turn in turns if turn["dia_id"].startswith("F")]
         user = [len(t["text"]) for t in turns if t["speaker"] == conversation["speaker_a"]]
