@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -355,6 +355,8 @@ class Collection:
     # When the rows come from several embedders (long-term memory's MEMORY_EMBEDDER=auto): where each one's rows
     # end in `matrix`, in the caller's order of embedders; empty: all rows are the first embedder's.
     group_ends: tuple[int, ...] = ()
+    # The ids of rows the caller marks, ascending (long-term memory: the assistant's events); searching ignores them.
+    marked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def size(self) -> int:

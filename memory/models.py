@@ -441,6 +441,9 @@ class Event(TenantOwned):
 
     # Whose search collection a row belongs to (CollectionState's owner columns; kept by triggers on PostgreSQL).
     collection_owner: ClassVar[tuple[str, ...]] = ("user_id", "key")
+    # The rows a search collection marks (field, value): the assistant's events, which weigh less when the user's
+    # message speaks of the user (memory.longterm.events.walk.about_the_user).
+    collection_marked: ClassVar[tuple[str, str]] = ("actor", EventActor.ASSISTANT.value)
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", verbose_name=_("user")

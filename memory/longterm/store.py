@@ -31,7 +31,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -199,22 +199,36 @@ def repeated(model: type[Model], key: tuple, run: Callable[[], Any], variable: S
     return rows
 
 
-def _read(model: type[Model], filters: dict[str, Any], newer_than: int = 0) -> tuple[list[int], list[str], list]:
-    """The rows' ids, folded terms and (group, vector) pairs (None: no vector of a model that counts)."""
-    rows = (
-        model.objects.filter(**filters, id__gt=newer_than)
-        .order_by("id")
-        .values_list("id", "terms", "embedding", "embedder")
-        .iterator(chunk_size=2000)
-    )
-    ids, terms, vectors = [], [], []
+@dataclass(frozen=True)
+class _Rows:
+    """Rows read for a collection: ids ascending, folded terms, (group, vector) pairs (None: no vector of a model
+    that counts) and the ids of the rows the model marks (`collection_marked`)."""
+
+    ids: list[int]
+    terms: list[str]
+    vectors: list
+    marked: list[int]
+
+
+def _read(model: type[Model], filters: dict[str, Any], newer_than: int = 0) -> _Rows:
+    """The owner's rows newer than `newer_than` (one statement)."""
+    marking: tuple[str, str] | None = getattr(model, "collection_marked", None)
+    fields = ("id", "terms", "embedding", "embedder", *(marking[:1] if marking else ()))
+    rows = model.objects.filter(**filters, id__gt=newer_than).order_by("id").values_list(*fields)
+    read = _Rows([], [], [], [])
     groups = {embedder.signature(): group for group, embedder in enumerate(embedders())}
-    for row_id, row_terms, vector, row_embedder in rows:
-        ids.append(row_id)
-        terms.append(fold_terms(row_terms or ""))
+    for row_id, row_terms, vector, row_embedder, *mark in rows.iterator(chunk_size=2000):
+        read.ids.append(row_id)
+        read.terms.append(fold_terms(row_terms or ""))
         group = groups.get(row_embedder)
-        vectors.append(None if vector is None or group is None else (group, vector))
-    return ids, terms, vectors
+        read.vectors.append(None if vector is None or group is None else (group, vector))
+        if marking and mark[0] == marking[1]:
+            read.marked.append(row_id)
+    return read
+
+
+def _marked(ids: Sequence[int]) -> np.ndarray:
+    return np.asarray(ids, dtype=np.int64)
 
 
 def _matrix(ids: Sequence[int], vectors: Sequence) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
@@ -242,10 +256,10 @@ def _grouped(held: Collection) -> list[tuple[int, np.ndarray, np.ndarray]]:
     return out
 
 
-def _merged(old: Collection, segment: BM25Index, ids: list[int], vectors: list) -> Collection:
-    """`old` with one more keyword segment and its rows' vectors, still grouped by embedder."""
+def _merged(old: Collection, rows: _Rows) -> Collection:
+    """`old` with the newer `rows` as one more keyword segment, their vectors still grouped by embedder."""
     parts = _grouped(old)
-    new_ids, new_matrix, new_ends = _matrix(ids, vectors)
+    new_ids, new_matrix, new_ends = _matrix(rows.ids, rows.vectors)
     vector_ids, matrices, ends, start = [], [], [], 0
     for (_group, old_ids, old_matrix), end in zip(parts, new_ends, strict=True):
         vector_ids += [old_ids, new_ids[start:end]]
@@ -253,10 +267,11 @@ def _merged(old: Collection, segment: BM25Index, ids: list[int], vectors: list) 
         ends.append((ends[-1] if ends else 0) + len(old_ids) + end - start)
         start = end
     return Collection(
-        segments=(*old.segments, segment),
+        segments=(*old.segments, BM25Index(rows.ids, rows.terms)),
         vector_ids=np.concatenate(vector_ids),
         matrix=np.concatenate(matrices),
         group_ends=tuple(ends),
+        marked=np.concatenate([old.marked, _marked(rows.marked)]),  # the new rows' ids are all above the old ones
     )
 
 
@@ -285,14 +300,17 @@ def collection(model: type[Model], **filters: Any) -> Collection:
         if held is not None and held.count == count and held.newest == newest:
             return held.collection
         if held is not None and newest > held.newest and len(held.collection.segments) < MAX_SEGMENTS:
-            ids, terms, vectors = _read(model, filters, newer_than=held.newest)
-            if held.count + len(ids) == count:
-                grown = _merged(held.collection, BM25Index(ids, terms), ids, vectors)
-                return _collections.put(key, _Held(count, max(ids, default=held.newest), grown)).collection
-        ids, terms, vectors = _read(model, filters)
-        vector_ids, matrix, ends = _matrix(ids, vectors)
-        built = Collection(segments=(BM25Index(ids, terms),), vector_ids=vector_ids, matrix=matrix, group_ends=ends)
-        return _collections.put(key, _Held(len(ids), max(ids, default=0), built)).collection
+            newer = _read(model, filters, newer_than=held.newest)
+            if held.count + len(newer.ids) == count:
+                grown = _merged(held.collection, newer)
+                return _collections.put(key, _Held(count, max(newer.ids, default=held.newest), grown)).collection
+        rows = _read(model, filters)
+        vector_ids, matrix, ends = _matrix(rows.ids, rows.vectors)
+        built = Collection(
+            segments=(BM25Index(rows.ids, rows.terms),), vector_ids=vector_ids, matrix=matrix, group_ends=ends,
+            marked=_marked(rows.marked),
+        )  # fmt: skip
+        return _collections.put(key, _Held(len(rows.ids), max(rows.ids, default=0), built)).collection
 
 
 def _kept_by_triggers(model: type[Model], filters: dict[str, Any], alias: str) -> bool:
@@ -399,6 +417,14 @@ class Scored:
     ids: np.ndarray  # ascending
     scores: np.ndarray
     candidate: np.ndarray
+    marked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # the collection's, ascending
+
+    def lowered(self, amount: float) -> Scored:
+        """The same scores with the marked rows' lowered by `amount` (in the fused scores' units)."""
+        if not amount or not len(self.marked) or not len(self.ids):
+            return self
+        hit = np.isin(self.ids, self.marked, assume_unique=True)
+        return replace(self, scores=self.scores - amount * hit)
 
     def top(self, k: int) -> list[tuple[int, float]]:
         """The best `k` candidates (id, score), best first."""
@@ -460,7 +486,7 @@ def score_collection(
     ids = np.concatenate([segment.ids for segment in held.segments]) if held.segments else np.zeros(0, np.int64)
     query = (query or "").strip()
     if not query or not len(ids):
-        return Scored(ids, np.zeros(len(ids)), np.zeros(len(ids), dtype=bool))
+        return Scored(ids, np.zeros(len(ids)), np.zeros(len(ids), dtype=bool), held.marked)
     order = None if bool(np.all(ids[1:] > ids[:-1])) else np.argsort(ids, kind="stable")  # segments are in id order
     ids = ids if order is None else ids[order]
     words = keyword_query(query)
@@ -493,7 +519,7 @@ def score_collection(
         fused = fused + vector_part
     if not fused.any():  # every retriever flat: the keyword order, then the vector order
         fused = keyword + 1e-3 * similarity
-    return Scored(ids, fused, candidate & mask)
+    return Scored(ids, fused, candidate & mask, held.marked)
 
 
 def _query_vector(model: Embedder, query: str) -> np.ndarray | None:
