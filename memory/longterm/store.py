@@ -306,10 +306,8 @@ def collection(model: type[Model], **filters: Any) -> Collection:
                 return _collections.put(key, _Held(count, max(newer.ids, default=held.newest), grown)).collection
         rows = _read(model, filters)
         vector_ids, matrix, ends = _matrix(rows.ids, rows.vectors)
-        built = Collection(
-            segments=(BM25Index(rows.ids, rows.terms),), vector_ids=vector_ids, matrix=matrix, group_ends=ends,
-            marked=_marked(rows.marked),
-        )  # fmt: skip
+        segment = BM25Index(rows.ids, rows.terms)
+        built = Collection((segment,), vector_ids, matrix, group_ends=ends, marked=_marked(rows.marked))
         return _collections.put(key, _Held(len(rows.ids), max(rows.ids, default=0), built)).collection
 
 
