@@ -17,8 +17,8 @@ has no evidence to find). --data reads another set in the same shape instead: RE
 that bench/realtalk_build.py converts from a fetched copy (a held-out check: nothing is tuned on it). --set NAME
 reads a named set from where its builder writes it (SETS: locomo, realtalk, memorybank-en, memorybank-zh: people
 talking with an AI companion, English and Chinese, built by bench/memorybank_build.py; ualong-en, ualong-zh: those
-buried in long user–assistant chats, bench/ualong_build.py; ualong-en-topic: the English ones asked questions linked
-by topic rather than words, written for this project). A set whose
+buried in long user–assistant chats, bench/ualong_build.py; ualong-en-topic, ualong-zh-topic: the same asked questions
+linked by topic rather than words, written for this project). A set whose
 rows carry a `split` ("dev" to tune on, "check" to confirm on) gets a table per half. With --smoke and a MemoryBank
 set not built here (CI), the bench says so and reads the committed made-up sample bench/data/memorybank_sample/
 converted by the builder instead.
@@ -111,6 +111,7 @@ SETS = {
     "ualong-en": BUILT / "ualong_en.json",
     "ualong-zh": BUILT / "ualong_zh.json",
     "ualong-en-topic": BUILT / "ualong_en_topic.json",
+    "ualong-zh-topic": BUILT / "ualong_zh_topic.json",
 }
 POSTGRES_URL = "postgres://agentplat@127.0.0.1:5432/memory_recall_bench"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

@@ -36,10 +36,11 @@ the questions (asked the day after the last session) come after the filler too. 
 never within one. A filler session starting with the assistant loses its opening assistant turns (the bench takes
 a session's first speaker for the user).
 
-A third set, ualong_en_topic.json (`--set ualong-en-topic`): the English histories with questions written for this
-project instead of MemoryBank's (bench/data/ualong_topic_en.json: 60 questions, four a user, each an ordinary chat
-message about something the user said, in other words than the user's: a topic link, which the lexical rule behind
-MemoryBank's evidence cannot make; evidence read by hand).
+Two more sets, ualong_en_topic.json and ualong_zh_topic.json (`--set ualong-en-topic`, `--set ualong-zh-topic`): the
+histories with questions written for this project instead of MemoryBank's (bench/data/ualong_topic_en.json and
+ualong_topic_zh.json: 60 questions each, four a user, each an ordinary chat message about something the user said,
+in other words than the user's: a topic link, which the lexical rule behind MemoryBank's evidence cannot make;
+evidence read by hand).
 
 Output in LoCoMo's shape (what memory_recall.load_locomo reads), each row with its `split`, to
 ~/.cache/agentplat-memory-bench/ualong_{en,zh}.json; sample_ids ul-en-01.., ul-zh-01..; a summary per user
@@ -71,10 +72,13 @@ import memorybank_build as mb
 from common import DATA_DIR, Missing, bench_parser, smoke_check
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "ualong_sample"
-# Questions written for this project over the English users, linked to what the user said by topic rather than by
-# shared words (the held-out set's kind of question; MemoryBank's own are found by a lexical rule): the set
-# `ualong-en-topic`, the same histories as `ualong-en` with these questions instead.
-TOPIC_QUESTIONS = Path(__file__).resolve().parent / "data" / "ualong_topic_en.json"
+# Questions written for this project over each language's users, linked to what the user said by topic rather than
+# by shared words (the held-out set's kind of question; MemoryBank's own are found by a lexical rule): the sets
+# `ualong-en-topic` and `ualong-zh-topic`, the same histories as `ualong-en` / `ualong-zh` with these questions.
+TOPIC_QUESTIONS = {
+    mb.Language.EN: Path(__file__).resolve().parent / "data" / "ualong_topic_en.json",
+    mb.Language.ZH: Path(__file__).resolve().parent / "data" / "ualong_topic_zh.json",
+}
 CMRC = DATA_DIR / "kb" / "zh_cmrc2018"
 LONGMEMEVAL_COMMIT = "3d2d10e"  # the commit of the public copy that holds data/longmemeval_s.json
 LONGMEMEVAL_PATH = "data/longmemeval_s.json"
@@ -95,8 +99,8 @@ class Filler:
 
 
 def output_path(language: mb.Language, folder: Path = mb.CACHE, *, topic: bool = False) -> Path:
-    """Where the built set is written (and where bench/memory_recall.py --set ualong-en|ualong-zh|ualong-en-topic
-    reads it)."""
+    """Where the built set is written (and where bench/memory_recall.py --set ualong-en|ualong-zh|ualong-en-topic|
+    ualong-zh-topic reads it)."""
     return folder / f"ualong_{'en' if language is mb.Language.EN else 'zh'}{'_topic' if topic else ''}.json"
 
 
@@ -105,7 +109,7 @@ def sessions_of(conversation: dict) -> list[list[dict]]:
     return [value for key, value in conversation.items() if re.fullmatch(r"session_\d+", key)]
 
 
-def with_topic_questions(rows: list[dict], path: Path = TOPIC_QUESTIONS) -> tuple[list[dict], int]:
+def with_topic_questions(rows: list[dict], path: Path) -> tuple[list[dict], int]:
     """The users of `rows` that `path` asks about, each with those questions instead of MemoryBank's; a question
     whose evidence is not in the user's history (the made-up samples) is left out and counted."""
     asked: dict[str, list[dict]] = defaultdict(list)
@@ -238,8 +242,8 @@ def build(source: Path, filler: list[Filler], language: mb.Language, output: Pat
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(rows, ensure_ascii=False, indent=0), encoding="utf-8")
     summarise(rows, output)
-    if language is mb.Language.EN:
-        topic, dropped = with_topic_questions(rows)
+    if TOPIC_QUESTIONS[language].is_file():
+        topic, dropped = with_topic_questions(rows, TOPIC_QUESTIONS[language])
         path = output_path(language, output.parent, topic=True)
         path.write_text(json.dumps(topic, ensure_ascii=False, indent=0), encoding="utf-8")
         print(f"{path.stem}: {sum(len(row['qa']) for row in topic)} topic questions on {len(topic)} users "

@@ -99,10 +99,13 @@ def test_topic_questions_replace_memorybanks_where_their_evidence_is_there(ualon
     assert topic[0]["conversation"] == rows[0]["conversation"] and dropped == 2
 
 
-def test_the_committed_topic_questions_are_well_formed(ualong):
-    questions = json.loads(ualong.TOPIC_QUESTIONS.read_text(encoding="utf-8"))["questions"]
-    assert {item["user"] for item in questions} == {f"ul-en-{number:02d}" for number in range(1, 16)}
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_committed_topic_questions_are_well_formed(ualong, language):
+    path = ualong.TOPIC_QUESTIONS[ualong.mb.Language.EN if language == "en" else ualong.mb.Language.ZH]
+    questions = json.loads(path.read_text(encoding="utf-8"))["questions"]
+    assert {item["user"] for item in questions} == {f"ul-{language}-{number:02d}" for number in range(1, 16)}
+    assert len(questions) == 60
     for item in questions:
-        assert item["category"] in (1, 4) and item["question"].endswith("?")
+        assert item["category"] in (1, 4)
         assert all(re.fullmatch(r"D\d+:\d+", dia_id) for dia_id in item["evidence"])  # never a filler turn
         assert (len(item["evidence"]) > 1) == (item["category"] == 1)
