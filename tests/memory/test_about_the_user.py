@@ -38,11 +38,9 @@ def test_a_message_about_the_user_is_told_from_one_about_what_the_assistant_said
 
 
 def _say(owner, conversation, text, minutes, actor):
-    outcome = events_store(
-        owner, {"new_events": [rule_event(actor=actor, text=text)]}, conversation_id=conversation.pk,
-        now=T0 + dt.timedelta(minutes=minutes),
-    )  # fmt: skip
-    return outcome.added[0]
+    said = {"new_events": [rule_event(actor=actor, text=text)]}
+    when = T0 + dt.timedelta(minutes=minutes)
+    return events_store(owner, said, conversation_id=conversation.pk, now=when).added[0]
 
 
 def _history(make_agent, member):
