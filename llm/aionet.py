@@ -26,9 +26,9 @@ HIGH_WATER = 256 * 1024
 LOW_WATER = 64 * 1024
 
 
-class _Protocol(asyncio.Protocol):
-    """Buffers what arrives and wakes the stream's one reader (httpcore reads a connection from one task at a time)
-    or its writer."""
+class Buffering(asyncio.Protocol):
+    """Buffers what arrives and wakes the stream's one reader (a connection is read from one task at a time: httpcore's
+    or llm.http1's) or its writer."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -61,6 +61,12 @@ class _Protocol(asyncio.Protocol):
         _wake(self.reader)
         _wake(self.writer)
 
+    def consumed(self) -> None:
+        """The reader took bytes out of `buffer`: reading resumes once it is below the low mark."""
+        if self.reading_paused and len(self.buffer) < LOW_WATER and self.transport is not None:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
     def pause_writing(self) -> None:
         self.writing_paused = True
 
@@ -79,8 +85,8 @@ def _expire(waiter: asyncio.Future[None], error: type[Exception], message: str) 
         waiter.set_exception(error(message))
 
 
-async def _wait(
-    protocol: _Protocol, attribute: str, timeout: float | None, error: type[Exception], message: str
+async def await_wake(
+    protocol: Buffering, attribute: str, timeout: float | None, error: type[Exception], message: str
 ) -> None:
     """Wait until the protocol wakes `attribute`'s future, or raise `error(message)` after `timeout` seconds."""
     loop = asyncio.get_running_loop()
@@ -98,19 +104,17 @@ async def _wait(
 class AsyncioStream(httpcore2.AsyncNetworkStream):
     """One connection: httpcore's reads and writes on an asyncio transport."""
 
-    def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
+    def __init__(self, transport: asyncio.Transport, protocol: Buffering) -> None:
         self.transport, self.protocol = transport, protocol
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         protocol = self.protocol
         if not protocol.buffer and not protocol.eof:
-            await _wait(protocol, "reader", timeout, httpcore2.ReadTimeout, "timed out reading from the server")
+            await await_wake(protocol, "reader", timeout, httpcore2.ReadTimeout, "timed out reading from the server")
         if protocol.buffer:
             data = bytes(protocol.buffer[:max_bytes])
             del protocol.buffer[:max_bytes]
-            if protocol.reading_paused and len(protocol.buffer) < LOW_WATER:
-                protocol.reading_paused = False
-                self.transport.resume_reading()
+            protocol.consumed()
             return data
         if protocol.error is not None:
             raise httpcore2.ReadError(str(protocol.error) or type(protocol.error).__name__) from protocol.error
@@ -124,7 +128,7 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
             raise httpcore2.WriteError("the connection is closed")
         self.transport.write(buffer)
         if protocol.writing_paused:
-            await _wait(protocol, "writer", timeout, httpcore2.WriteTimeout, "timed out writing to the server")
+            await await_wake(protocol, "writer", timeout, httpcore2.WriteTimeout, "timed out writing to the server")
             if protocol.error is not None:
                 raise httpcore2.WriteError(str(protocol.error)) from protocol.error
 
@@ -170,20 +174,22 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
     ) -> httpcore2.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
         local = (local_address, 0) if local_address else None
-        opening = loop.create_connection(_Protocol, host, port, local_addr=local, happy_eyeballs_delay=0.25)
-        return await _connected(opening, timeout, socket_options)
+        opening = loop.create_connection(Buffering, host, port, local_addr=local, happy_eyeballs_delay=0.25)
+        return await opened(opening, timeout, socket_options)
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[tuple[Any, ...]] | None = None
     ) -> httpcore2.AsyncNetworkStream:
-        opening = asyncio.get_running_loop().create_unix_connection(_Protocol, path)
-        return await _connected(opening, timeout, socket_options)
+        opening = asyncio.get_running_loop().create_unix_connection(Buffering, path)
+        return await opened(opening, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
 
-async def _connected(opening: Any, timeout: float | None, options: Iterable[tuple[Any, ...]] | None) -> AsyncioStream:
+async def opened(opening: Any, timeout: float | None, options: Iterable[tuple[Any, ...]] | None) -> AsyncioStream:
+    """The connection `opening` (a `create_connection` call on `Buffering`) makes, within `timeout` seconds; failures
+    are httpcore's connect errors."""
     try:
         transport, protocol = await asyncio.wait_for(opening, timeout)
     except TimeoutError:

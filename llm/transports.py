@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import httpcore2
 import httpx2
 import openai
 
@@ -27,7 +28,15 @@ from core.loopscoped import LoopScoped
 from core.netguard import Network, Resolver, UnresolvedHost, check_url
 from llm.aionet import AsyncioTransport
 from llm.demo import demo_engine
-from llm.errors import HOST_UNRESOLVED, PRIVATE_ADDRESS, PROVIDER_TIMEOUT, LLMError, code_for_status
+from llm.errors import (
+    HOST_UNRESOLVED,
+    PRIVATE_ADDRESS,
+    PROVIDER_ERROR,
+    PROVIDER_TIMEOUT,
+    LLMError,
+    code_for_status,
+)
+from llm.http1 import HTTP1Pool, Origin, StreamedReply, Timeouts
 from llm.script import ErrorPlan, ScriptEngine, embed
 
 # Ollama and vLLM accept any key; the SDK insists on one, so keyless providers send this placeholder.
@@ -174,6 +183,8 @@ class OpenAICompatibleTransport(Transport):
     # One AsyncOpenAI per (event loop, base URL, key, timeout): building one costs more than a request, and an
     # HTTP connection pool cannot be shared between event loops.
     _clients: ClassVar[LoopScoped[dict[tuple, openai.AsyncOpenAI]]] = LoopScoped(dict)
+    # The streamed chat completions' own HTTP/1.1 connections (llm.http1), one pool per event loop.
+    _pools: ClassVar[LoopScoped[HTTP1Pool]] = LoopScoped(HTTP1Pool)
 
     def __init__(self, *, resolver: Resolver | None = None, blocked: list[Network] | None = None) -> None:
         # How base URLs' names are resolved and which networks are refused (core.netguard's unless given).
@@ -209,7 +220,7 @@ class OpenAICompatibleTransport(Transport):
         if connection.private_allowed:
             return
         now = time.monotonic()
-        host = (httpx2.URL(connection.base_url).host or "").lower()
+        host = _host(connection.base_url)
         pin = self.pins.get(host)
         if pin is not None and now - pin[1] < PUBLIC_RECHECK_SECONDS:
             return
@@ -224,22 +235,25 @@ class OpenAICompatibleTransport(Transport):
     async def stream(self, connection: Connection, params: dict[str, Any]) -> AsyncIterator[Chunk]:
         await self.check_address(connection)
         client = self.client(connection)
-        # The request is sent on the SDK's own HTTP client (its pool, pinned transport and timeouts) with the SDK's
-        # headers, and an error status or a failed connection raises the SDK's own error; but the body is built
-        # here once, as the JSON it is: the SDK's pass over typed parameters (walking every message through the
-        # TypedDict unions) was 40 % of a turn's CPU in a busy Daphne process, and its request building a further
-        # 1.7 ms per model call (docs/operations.md). `params` is already the wire format; `extra_body` merges as
-        # the SDK merges it.
+        # The request carries the SDK's headers, key and timeouts, and an error status or a failed connection raises
+        # the SDK's own error; but the body is built here once, as the JSON it is (the SDK's pass over typed
+        # parameters was 40 % of a turn's CPU in a busy Daphne process, its request building a further 1.7 ms per
+        # model call), and the reply is read on llm.http1's connections rather than through httpx (its and
+        # httpcore's layers cost as much again as the read itself for each streamed token: docs/operations.md).
+        # `params` is already the wire format; `extra_body` merges as the SDK merges it.
         body = {"stream": True, "stream_options": {"include_usage": True}}
         body.update((key, value) for key, value in params.items() if key != "extra_body")
         body.update(params.get("extra_body") or {})
-        async with _streamed(client, body) as response:
-            async for payload in sse_data(response.aiter_bytes()):
+        content = json.dumps(body).encode()
+        address = None if connection.private_allowed else self.pins[_host(connection.base_url)][0]
+        async with _streamed(client, content, self._pools.get(), address) as reply:
+            async for payload in sse_data(reply.body()):
                 data = json.loads(payload)
                 if isinstance(data, dict) and data.get("error"):  # an error sent inside the stream, as the SDK reads it
                     error = data["error"]
                     message = error.get("message") if isinstance(error, dict) else str(error)
-                    raise openai.APIError(message or "An error occurred during streaming", response.request, body=error)
+                    request = _request(client, content)
+                    raise openai.APIError(message or "An error occurred during streaming", request, body=error)
                 yield Chunk(data)
 
     async def embed(
@@ -251,43 +265,84 @@ class OpenAICompatibleTransport(Transport):
         return [item.embedding for item in sorted(response.data, key=lambda d: d.index)], usage
 
 
-def _request_parts(client: openai.AsyncOpenAI) -> tuple[httpx2.URL, dict[str, str]]:
-    """The chat completions URL of `client` and the headers the SDK sends with its requests (its defaults and the
-    key), worked out once per client (joining the URL was as dear as building the request)."""
-    parts = _sdk_parts.get(client)
-    if parts is None:
+def _host(base_url: str) -> str:
+    """The host of a base URL as the private-address guard pins it."""
+    return (httpx2.URL(base_url).host or "").lower()
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a client's chat completions go and the headers the SDK sends with them (its defaults and the key),
+    worked out once per client (joining the URL was as dear as building the request)."""
+
+    url: httpx2.URL
+    headers: dict[str, str]
+    scheme: str
+    host: str
+    port: int
+    path: bytes
+
+
+def _target(client: openai.AsyncOpenAI) -> _Target:
+    target = _targets.get(client)
+    if target is None:
         headers = {name: value for name, value in client.default_headers.items() if isinstance(value, str)}
         headers["Authorization"] = f"Bearer {client.api_key}"
         headers["Accept"] = "text/event-stream"
-        parts = _sdk_parts[client] = (client.base_url.join("chat/completions"), headers)
-    return parts
+        url = client.base_url.join("chat/completions")
+        port = url.port or (443 if url.scheme == "https" else 80)
+        target = _targets[client] = _Target(url, headers, url.scheme, url.host.lower(), port, url.raw_path)
+    return target
 
 
-_sdk_parts: weakref.WeakKeyDictionary[openai.AsyncOpenAI, tuple[httpx2.URL, dict[str, str]]] = (
-    weakref.WeakKeyDictionary()
-)
+_targets: weakref.WeakKeyDictionary[openai.AsyncOpenAI, _Target] = weakref.WeakKeyDictionary()
+
+
+def _request(client: openai.AsyncOpenAI, content: bytes) -> httpx2.Request:
+    """The request as httpx would have sent it, for the SDK's errors (built only when one is raised)."""
+    target = _target(client)
+    return httpx2.Request("POST", target.url, headers=target.headers, content=content)
 
 
 @contextlib.asynccontextmanager
-async def _streamed(client: openai.AsyncOpenAI, body: dict[str, Any]) -> AsyncIterator[httpx2.Response]:
-    """POST chat/completions on `client`'s HTTP client, streamed; the SDK's errors for what fails."""
-    http = client._client  # the SDK's own httpx client: one pool per client, guarded transport
-    url, headers = _request_parts(client)
-    content = json.dumps(body).encode()
-    request = http.build_request("POST", url, content=content, headers=headers, timeout=client.timeout)
+async def _streamed(
+    client: openai.AsyncOpenAI, content: bytes, pool: HTTP1Pool, address: str | None
+) -> AsyncIterator[StreamedReply]:
+    """POST `content` to `client`'s chat completions, streamed, at `address` (the host's checked address, or the host
+    itself when None); the SDK's errors for what fails before the body."""
+    target = _target(client)
+    origin = Origin(target.scheme, target.host, target.port, address or target.host)
+    timeout = client.timeout if isinstance(client.timeout, httpx2.Timeout) else httpx2.Timeout(client.timeout)
+    timeouts = Timeouts(timeout.connect, timeout.read, timeout.write)
     try:
-        response = await http.send(request, stream=True)
-    except httpx2.TimeoutException:
-        raise openai.APITimeoutError(request=request) from None
-    except httpx2.HTTPError as exc:
-        raise openai.APIConnectionError(request=request) from exc
+        reply = await pool.post(origin, target.path, list(target.headers.items()), content, timeouts)
+    except httpcore2.TimeoutException:
+        raise openai.APITimeoutError(request=_request(client, content)) from None
+    except httpcore2.NetworkError as exc:
+        raise openai.APIConnectionError(request=_request(client, content)) from exc
+    except httpcore2.ProtocolError as exc:
+        raise openai.APIConnectionError(message=str(exc), request=_request(client, content)) from exc
     try:
-        if response.status_code >= 400:
-            await response.aread()
-            raise client._make_status_error_from_response(response)
-        yield response
+        if reply.status >= 300:
+            raise await _status_error(client, content, reply)
+        yield reply
     finally:
-        await response.aclose()
+        await reply.aclose()
+
+
+async def _status_error(client: openai.AsyncOpenAI, content: bytes, reply: StreamedReply) -> Exception:
+    """The SDK's error for an error status (its body read whole), or a plain one for a redirect, which is not
+    followed: the provider's base URL should name where it leads."""
+    if reply.status < 400:
+        where = reply.header("location") or "another address"
+        return LLMError(
+            PROVIDER_ERROR,
+            detail=f"HTTP {reply.status}: the base URL redirects to {where}; set the provider's base URL to that",
+            status=reply.status,
+        )
+    body = await reply.read()
+    response = httpx2.Response(reply.status, headers=reply.headers, content=body, request=_request(client, content))
+    return client._make_status_error_from_response(response)
 
 
 class ScriptedTransport(Transport):

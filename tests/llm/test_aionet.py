@@ -5,50 +5,15 @@ cut connections as httpx's errors, speaks TLS, and holds a large body without lo
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from pathlib import Path
 
 import httpcore2
 import httpx2
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from llm.aionet import HIGH_WATER, AsyncioBackend, AsyncioTransport
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-@asynccontextmanager
-async def _server(handler: Handler, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[tuple[int, list]]:
-    """A TCP server on 127.0.0.1 running `handler` per connection; yields its port and the connections seen."""
-    seen: list = []
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen.append(writer)
-        try:
-            await handler(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=ssl_context)
-    try:
-        yield server.sockets[0].getsockname()[1], seen
-    finally:
-        server.close()
-        await server.wait_closed()
-
-
-async def _request_head(reader: asyncio.StreamReader) -> bytes:
-    return await reader.readuntil(b"\r\n\r\n")
+from tests.llm.netservers import certificate, request_head, tcp_server
 
 
 def _client() -> httpx2.AsyncClient:
@@ -58,7 +23,7 @@ def _client() -> httpx2.AsyncClient:
 async def _keep_alive_sse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Answers every request on the connection with a chunked SSE body, one event a write."""
     while True:
-        await _request_head(reader)
+        await request_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         for n in range(5):
             event = f"data: {n}\n\n".encode()
@@ -70,7 +35,7 @@ async def _keep_alive_sse(reader: asyncio.StreamReader, writer: asyncio.StreamWr
 
 
 async def test_a_streamed_body_arrives_whole_and_the_connection_is_kept_for_the_next_requests():
-    async with _server(_keep_alive_sse) as (port, seen), _client() as client:
+    async with tcp_server(_keep_alive_sse) as (port, seen), _client() as client:
         for _ in range(3):
             async with client.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", content=b"{}") as reply:
                 body = b"".join([part async for part in reply.aiter_bytes()])
@@ -81,12 +46,12 @@ async def test_a_streamed_body_arrives_whole_and_the_connection_is_kept_for_the_
 
 async def test_a_kept_connection_the_server_closed_is_not_reused():
     async def one_reply_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _request_head(reader)
+        await request_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         await writer.drain()
         await asyncio.sleep(0.05)  # the client keeps the connection; the server then closes it
 
-    async with _server(one_reply_then_close) as (port, seen), _client() as client:
+    async with tcp_server(one_reply_then_close) as (port, seen), _client() as client:
         first = await client.get(f"http://127.0.0.1:{port}/")
         await asyncio.sleep(0.3)
         second = await client.get(f"http://127.0.0.1:{port}/")
@@ -96,12 +61,12 @@ async def test_a_kept_connection_the_server_closed_is_not_reused():
 
 async def test_a_stalled_read_times_out_as_httpx_says():
     async def headers_then_silence(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _request_head(reader)
+        await request_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         await writer.drain()
         await asyncio.sleep(5)
 
-    async with _server(headers_then_silence) as (port, _seen), _client() as client:
+    async with tcp_server(headers_then_silence) as (port, _seen), _client() as client:
         started = time.monotonic()
         with pytest.raises(httpx2.ReadTimeout):
             async with client.stream("GET", f"http://127.0.0.1:{port}/", timeout=0.3) as reply:
@@ -110,18 +75,18 @@ async def test_a_stalled_read_times_out_as_httpx_says():
 
 
 async def test_a_refused_connection_and_a_body_cut_short_are_httpx_errors():
-    async with _server(_keep_alive_sse) as (port, _seen):
+    async with tcp_server(_keep_alive_sse) as (port, _seen):
         pass  # closed: nothing listens on the port any more
     async with _client() as client:
         with pytest.raises(httpx2.ConnectError):
             await client.get(f"http://127.0.0.1:{port}/")
 
     async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _request_head(reader)
+        await request_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
         await writer.drain()
 
-    async with _server(cut) as (port, _seen), _client() as client:
+    async with tcp_server(cut) as (port, _seen), _client() as client:
         with pytest.raises(httpx2.RemoteProtocolError):
             await client.get(f"http://127.0.0.1:{port}/")
 
@@ -130,11 +95,11 @@ async def test_a_body_larger_than_the_read_buffer_arrives_whole_when_read_slowly
     payload = bytes(range(256)) * (4 * HIGH_WATER // 256)
 
     async def big(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _request_head(reader)
+        await request_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
         await writer.drain()
 
-    async with _server(big) as (port, _seen), _client() as client:
+    async with tcp_server(big) as (port, _seen), _client() as client:
         received = bytearray()
         async with client.stream("GET", f"http://127.0.0.1:{port}/") as reply:
             async for part in reply.aiter_raw():
@@ -143,43 +108,15 @@ async def test_a_body_larger_than_the_read_buffer_arrives_whole_when_read_slowly
     assert received == payload
 
 
-def _certificate(directory: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    """A self-signed certificate for `localhost`: the server's context and a client's that trusts only it."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server.load_cert_chain(cert_file, key_file)
-    client = ssl.create_default_context(cafile=str(cert_file))
-    return server, client
-
-
 async def test_https_through_the_pool_checks_the_servers_certificate(tmp_path):
-    server_context, client_context = _certificate(tmp_path)
+    server_context, client_context = certificate(tmp_path)
 
     async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _request_head(reader)
+        await request_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
         await writer.drain()
 
-    async with _server(hello, server_context) as (port, _seen):
+    async with tcp_server(hello, server_context) as (port, _seen):
         async with httpcore2.AsyncConnectionPool(ssl_context=client_context, network_backend=AsyncioBackend()) as pool:
             reply = await pool.request("GET", f"https://localhost:{port}/")
             assert (reply.status, reply.content) == (200, b"hello")
