@@ -5,8 +5,9 @@ What it measures, per concurrency C (one row each, and a baseline row with the s
 - turns completed / expected; errors by kind (`error` frame codes, `busy` / `overloaded` refusals, timeouts);
   sockets closed abnormally (close codes other than 1000/1001, connect failures, handshake timeouts); lost and
   duplicated frames (seq gaps and repeats per conversation, as the page sees them after its `catch_up`);
-- TTFT p50/p95 (user_message sent -> first delta), the model's own TTFT p50/p95 (baseline: the openai SDK streaming
-  from the same scripted server at the same concurrency), overhead p95 (platform p95 - model p95), turn time p50/p95
+- TTFT p50/p95 (user_message sent -> first delta), the model's own TTFT p50/p95 (baseline: the same scripted server
+  streaming at the same concurrency, read by llm.http1's reader without parsing: the openai SDK's stock client ran
+  out of the bench's core at C = 200), overhead p95 (platform p95 - model p95), turn time p50/p95
   (sent -> done), turns/s;
 - CPU of each Daphne process and of redis-server (% of one core over the turn phase, from /proc/<pid>/stat), of the
   model server, of this client (to see whether the bench itself saturates) and of the whole machine (`host%`, up to
@@ -784,19 +785,28 @@ async def _progress(concurrency: int, outcome: Outcome, every: float = 10.0) -> 
         )
 
 
+# The first chunk that carries text, in the scripted server's JSON (`json.dumps`' separators).
+FIRST_TEXT = re.compile(rb'"content": "[^"]')
+
+
 async def run_model(
     args: argparse.Namespace, concurrency: int, turns: int, base_url: str, pids: dict[str, int | None]
 ) -> tuple[Outcome, dict[str, Any]]:
-    """The baseline: the same scripted model read directly with the openai SDK, C concurrent streams x M turns."""
-    import httpx
-    import openai
+    """The baseline: the same scripted model read directly, C concurrent streams x M turns, by the cheapest client
+    here (llm.http1's reader, the body's bytes searched for the first text): the openai SDK's stock client spent
+    about 0.75 ms of CPU a chunk, so at C = 200 the bench's one core ran out and the "model's" TTFT was the client's."""
+    import httpcore2  # the repository is on the path once setup_django has run
+
+    from llm.http1 import HTTP1Pool, Origin, Timeouts
 
     outcome = Outcome(expected=concurrency * turns)
     ramp = 0.0 if args.connect_storm else args.ramp if args.ramp is not None else min(5.0, 0.02 * concurrency)
     offsets = ramp_offsets(concurrency, ramp)
-    limits = httpx.Limits(max_connections=concurrency + 10, max_keepalive_connections=concurrency + 10)
-    http_client = httpx.AsyncClient(limits=limits, timeout=args.turn_timeout, trust_env=False)
-    client = openai.AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0, http_client=http_client)
+    pool = HTTP1Pool()
+    port = int(base_url.rsplit(":", 1)[1].split("/")[0])
+    origin = Origin("http", HOST, port, HOST)
+    headers = [("Content-Type", "application/json"), ("Authorization", "Bearer bench")]
+    timeouts = Timeouts(connect=10.0, read=args.turn_timeout, write=10.0)
     deadline_clock = time.perf_counter() + args.deadline
 
     async def one_turn(number: int) -> None:
@@ -804,18 +814,19 @@ async def run_model(
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"Tell me about solar panels ({number})."},
         ]
+        body = {"model": MODEL, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
         sent = time.perf_counter()
         outcome.sent(sent)
         first = None
         async with asyncio.timeout(max(0.1, min(sent + args.turn_timeout, deadline_clock) - sent)):
-            stream = await client.chat.completions.create(
-                model=MODEL, messages=messages, stream=True, stream_options={"include_usage": True}
-            )
-            async for chunk in stream:
-                for choice in chunk.choices:
-                    if choice.delta.content and first is None:
-                        first = time.perf_counter()
-                        outcome.ttft.append(first - sent)
+            reply = await pool.post(origin, b"/v1/chat/completions", headers, json.dumps(body).encode(), timeouts)
+            if reply.status != 200:
+                await reply.aclose()
+                raise httpcore2.RemoteProtocolError(f"HTTP {reply.status}")
+            async for part in reply.body():
+                if first is None and FIRST_TEXT.search(part):
+                    first = time.perf_counter()
+                    outcome.ttft.append(first - sent)
         now = time.perf_counter()
         outcome.completed += 1
         outcome.turn.append(now - sent)
@@ -832,17 +843,14 @@ async def run_model(
             except TimeoutError:
                 outcome.errors["timeout"] += 1
                 return
-            except openai.OpenAIError as exc:
+            except (httpcore2.NetworkError, httpcore2.ProtocolError) as exc:
                 outcome.errors[f"error {type(exc).__name__}"] += 1
                 return
 
     window = CpuWindow(pids)
     started = time.monotonic()
     window.start()
-    try:
-        await asyncio.gather(*(chat(n) for n in range(concurrency)))
-    finally:
-        await client.close()
+    await asyncio.gather(*(chat(n) for n in range(concurrency)))
     return outcome, {"cpu": window.stop(), "elapsed": time.monotonic() - started}
 
 
