@@ -785,8 +785,8 @@ async def _progress(concurrency: int, outcome: Outcome, every: float = 10.0) -> 
         )
 
 
-# The first chunk that carries text, in the scripted server's JSON (`json.dumps`' separators).
-FIRST_TEXT = re.compile(rb'"content": "[^"]')
+# The first chunk that carries text, in the scripted server's JSON (any separators).
+FIRST_TEXT = re.compile(rb'"content": ?"[^"]')
 
 
 async def run_model(
