@@ -289,6 +289,9 @@ def _target(client: openai.AsyncOpenAI) -> _Target:
         headers = {name: value for name, value in client.default_headers.items() if isinstance(value, str)}
         headers["Authorization"] = f"Bearer {client.api_key}"
         headers["Accept"] = "text/event-stream"
+        # Compression holds a stream's tokens back in the compressor's buffer (a proxy's gzip, say); llm.http1 still
+        # undoes gzip and deflate from a server that compresses anyway.
+        headers["Accept-Encoding"] = "identity"
         url = client.base_url.join("chat/completions")
         port = url.port or (443 if url.scheme == "https" else 80)
         target = _targets[client] = _Target(url, headers, url.scheme, url.host.lower(), port, url.raw_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import time
 
 import httpcore2
@@ -279,3 +280,24 @@ async def test_an_error_status_is_the_sdks_error_with_the_servers_body():
             await _transport_call(port)
     assert error.value.status_code == 429 and error.value.response.headers["retry-after"] == "7"
     assert "slow down" in str(error.value)
+
+
+async def test_the_transport_sends_the_sdks_headers_and_asks_for_an_uncompressed_stream():
+    seen: list[bytes] = []
+
+    async def sse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await request_head(reader)
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        seen.extend([head, await reader.readexactly(length)])
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(_chunked([b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n', b"data: [DONE]\n\n"]))
+        await writer.drain()
+
+    async with tcp_server(sse) as (port, _seen):
+        chunks = await _transport_call(port)
+    assert [chunk.choices[0].delta.content for chunk in chunks] == ["hi"]
+    lines = set(seen[0].decode().split("\r\n"))
+    assert {f"Host: 127.0.0.1:{port}", "Accept: text/event-stream", "Accept-Encoding: identity"} <= lines
+    assert {"Content-Type: application/json", "Authorization: Bearer not-needed"} <= lines
+    assert any(line.startswith("User-Agent: AsyncOpenAI/Python") for line in lines)
+    assert json.loads(seen[1])["stream"] is True
