@@ -166,6 +166,23 @@ async def test_a_stalled_read_times_out():
         assert 0.25 < time.monotonic() - started < 2
 
 
+async def test_a_slow_steady_stream_outlasts_the_read_timeout_which_bounds_each_wait_not_the_body():
+    async def steady(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await request_head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for event in EVENTS:
+            await asyncio.sleep(0.15)
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async with tcp_server(steady) as (port, _seen):
+        started = time.monotonic()
+        _reply, body = await _post(HTTP1Pool(), port, timeouts=Timeouts(connect=2.0, read=0.3, write=2.0))
+    assert body == b"".join(EVENTS) and time.monotonic() - started > 0.6
+
+
 @pytest.mark.parametrize(
     ("answer", "error"),
     [
