@@ -1198,8 +1198,9 @@ def idle_table(result: dict[str, Any]) -> str:
 
 
 def smoke_failures(rows: list[dict[str, Any]]) -> list[str]:
-    """What went wrong in a smoke run's rows (turn levels and the idle row): any turn not completed, error, abnormal
-    close, lost or duplicated frame, socket not opened or not answering, error or traceback in Daphne's log."""
+    """What went wrong in a smoke run's rows (turn levels and the idle row): any turn not completed or without a first
+    text, error, abnormal close, lost or duplicated frame, socket not opened or not answering, error or traceback in
+    Daphne's log."""
     failures = []
     for row in rows:
         if row["mode"] == "idle":
@@ -1212,6 +1213,8 @@ def smoke_failures(rows: list[dict[str, Any]]) -> list[str]:
                 failures.append(f"{label}: {row['turns_completed']}/{row['turns_expected']} turns completed")
             if row["lost"] or row["duplicated"]:
                 failures.append(f"{label}: {row['lost']} frames lost, {row['duplicated']} duplicated")
+            if row["turns_completed"] and row["ttft_p50_ms"] is None:
+                failures.append(f"{label}: no first text seen in {row['turns_completed']} turns (no TTFT)")
         for kind in ("errors", "closes"):
             if row[kind]:
                 failures.append(f"{label}: {kind} {_counts(row[kind])}")
