@@ -40,6 +40,17 @@ async def tcp_server(handler: Handler, ssl_context: ssl.SSLContext | None = None
         await server.wait_closed()
 
 
+def answering(answer: bytes) -> Handler:
+    """A handler that reads one request's head and writes `answer`, whatever it asked."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await request_head(reader)
+        writer.write(answer)
+        await writer.drain()
+
+    return handler
+
+
 async def request_head(reader: asyncio.StreamReader) -> bytes:
     return await reader.readuntil(b"\r\n\r\n")
 

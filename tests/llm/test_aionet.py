@@ -13,7 +13,7 @@ import httpx2
 import pytest
 
 from llm.aionet import HIGH_WATER, AsyncioBackend, AsyncioTransport
-from tests.llm.netservers import certificate, request_head, tcp_server
+from tests.llm.netservers import answering, certificate, request_head, tcp_server
 
 
 def _client() -> httpx2.AsyncClient:
@@ -94,10 +94,7 @@ async def test_a_refused_connection_and_a_body_cut_short_are_httpx_errors():
 async def test_a_body_larger_than_the_read_buffer_arrives_whole_when_read_slowly():
     payload = bytes(range(256)) * (4 * HIGH_WATER // 256)
 
-    async def big(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_head(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
-        await writer.drain()
+    big = answering(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
 
     async with tcp_server(big) as (port, _seen), _client() as client:
         received = bytearray()
@@ -111,10 +108,7 @@ async def test_a_body_larger_than_the_read_buffer_arrives_whole_when_read_slowly
 async def test_https_through_the_pool_checks_the_servers_certificate(tmp_path):
     server_context, client_context = certificate(tmp_path)
 
-    async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_head(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-        await writer.drain()
+    hello = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
 
     async with tcp_server(hello, server_context) as (port, _seen):
         async with httpcore2.AsyncConnectionPool(ssl_context=client_context, network_backend=AsyncioBackend()) as pool:

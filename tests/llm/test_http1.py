@@ -19,7 +19,7 @@ from llm.aionet import HIGH_WATER
 from llm.errors import PROVIDER_ERROR, LLMError
 from llm.http1 import Framing, HTTP1Pool, Origin, Timeouts
 from llm.transports import Connection, OpenAICompatibleTransport
-from tests.llm.netservers import certificate, request_head, tcp_server
+from tests.llm.netservers import answering, certificate, request_head, tcp_server
 
 TIMEOUTS = Timeouts(connect=2.0, read=2.0, write=2.0)
 EVENTS = [f'data: {{"n": {n}}}\n\n'.encode() for n in range(5)]
@@ -196,12 +196,7 @@ async def test_a_slow_steady_stream_outlasts_the_read_timeout_which_bounds_each_
     ids=["cut-length", "cut-chunk", "bad-size", "chunk-too-long", "not-http", "no-answer"],
 )
 async def test_a_broken_answer_is_an_httpcore_error(answer, error):
-    async def broken(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_head(reader)
-        writer.write(answer)
-        await writer.drain()
-
-    async with tcp_server(broken) as (port, _seen):
+    async with tcp_server(answering(answer)) as (port, _seen):
         with pytest.raises(error):
             await _post(HTTP1Pool(), port)
 
@@ -231,10 +226,7 @@ async def test_continue_is_skipped_and_a_gzip_body_is_undone():
 async def test_a_body_larger_than_the_read_buffer_arrives_whole_when_read_slowly():
     payload = bytes(range(256)) * (4 * HIGH_WATER // 256)
 
-    async def big(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_head(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
-        await writer.drain()
+    big = answering(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
 
     async with tcp_server(big) as (port, _seen):
         reply = await HTTP1Pool().post(_origin(port), b"/", [], b"", TIMEOUTS)
@@ -248,10 +240,7 @@ async def test_a_body_larger_than_the_read_buffer_arrives_whole_when_read_slowly
 async def test_https_checks_the_servers_certificate_against_the_hosts_name(tmp_path):
     server_context, client_context = certificate(tmp_path)
 
-    async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_head(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-        await writer.drain()
+    hello = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
 
     async with tcp_server(hello, server_context) as (port, _seen):
         # Connected at 127.0.0.1 (a checked address), the certificate checked against the name `localhost`.
@@ -270,19 +259,10 @@ async def _transport_call(port: int) -> list[object]:
     return [chunk async for chunk in transport.stream(connection, params)]
 
 
-def _answering(answer: bytes):
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_head(reader)
-        writer.write(answer)
-        await writer.drain()
-
-    return handler
-
-
 async def test_a_redirect_is_a_clear_error_naming_where_it_leads():
     where = b"https://models.example/v1/chat/completions"
     answer = b"HTTP/1.1 307 Temporary Redirect\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % where
-    async with tcp_server(_answering(answer)) as (port, _seen):
+    async with tcp_server(answering(answer)) as (port, _seen):
         with pytest.raises(LLMError) as error:
             await _transport_call(port)
     assert error.value.code == PROVIDER_ERROR
@@ -292,7 +272,7 @@ async def test_a_redirect_is_a_clear_error_naming_where_it_leads():
 async def test_an_error_status_is_the_sdks_error_with_the_servers_body():
     body = b'{"error": {"message": "slow down", "code": "rate_limit"}}'
     answer = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
-    async with tcp_server(_answering(answer)) as (port, _seen):
+    async with tcp_server(answering(answer)) as (port, _seen):
         with pytest.raises(openai.RateLimitError) as error:
             await _transport_call(port)
     assert error.value.status_code == 429 and error.value.response.headers["retry-after"] == "7"
