@@ -34,8 +34,10 @@ def test_realtalk_builds_smoke_converts_a_sample_when_there_is_no_copy():
 
 
 def _level(**changes) -> dict:
-    row = {"mode": "load", "run": "platform", "concurrency": 2, "turns_expected": 4, "turns_completed": 4,
-           "errors": {}, "closes": {}, "lost": 0, "duplicated": 0, "daphne_log": {"WARNING": 1}}  # fmt: skip
+    row = {
+        **{"mode": "load", "run": "platform", "concurrency": 2, "turns_expected": 4, "turns_completed": 4},
+        **{"ttft_p50_ms": 15.0, "errors": {}, "closes": {}, "lost": 0, "duplicated": 0, "daphne_log": {"WARNING": 1}},
+    }
     return {**row, **changes}
 
 
@@ -51,3 +53,6 @@ def test_a_load_smoke_fails_on_a_refused_turn_a_close_or_a_traceback():
         "C=2 platform: Daphne logged ERROR x2, Traceback x1 (its log is named above)",
     ]
     assert smoke_failures([{**idle, "answered_after_hold": 3}]) == ["idle, 4 sockets: 4 opened, 3 answered"]
+    assert smoke_failures([_level(run="model", ttft_p50_ms=None)]) == [
+        "C=2 model: no first text seen in 4 turns (no TTFT)"
+    ]
