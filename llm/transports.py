@@ -245,7 +245,7 @@ class OpenAICompatibleTransport(Transport):
         body.update((key, value) for key, value in params.items() if key != "extra_body")
         body.update(params.get("extra_body") or {})
         content = json.dumps(body).encode()
-        address = None if connection.private_allowed else self.pins[_host(connection.base_url)][0]
+        address = None if connection.private_allowed else self.pins[_target(client).host][0]
         async with _streamed(client, content, self._pools.get(), address) as reply:
             async for payload in sse_data(reply.body()):
                 data = json.loads(payload)
