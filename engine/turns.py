@@ -40,6 +40,9 @@ RENEWALS_PER_LEASE = 6
 
 # How long a new message waits for the conversation's previous turn to release its claim before it is "busy".
 CLAIM_GRACE_SECONDS = 0.5
+# How much longer it waits when that turn has logged its last frame (done or error) and is only winding down (its
+# memory work queued, its claim released): on a process that busy, the release can come later than the grace.
+WIND_DOWN_SECONDS = 10.0
 
 _tasks: set[asyncio.Task] = set()
 
@@ -262,21 +265,36 @@ async def submit_user_message(
 
 
 async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:
-    """True when no turn of the conversation runs, waiting up to CLAIM_GRACE_SECONDS: a turn sends `done` just
-    before it releases its claim, so a message sent the moment its reply ends must not be refused as busy. A turn
-    whose process died is ended first, so its interrupted reply comes before the new message."""
-    deadline = asyncio.get_running_loop().time() + CLAIM_GRACE_SECONDS
+    """True when no turn of the conversation runs, waiting up to CLAIM_GRACE_SECONDS (WIND_DOWN_SECONDS for a turn
+    whose last frame is logged): a turn sends `done` just before it releases its claim, so a message sent the moment
+    its reply ends must not be refused as busy. A turn whose process died is ended first, so its interrupted reply
+    comes before the new message."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CLAIM_GRACE_SECONDS
+    extended = False
     while True:
         # One round trip: whether a turn runs and, when none does, the dead turn to end (engine.interrupted).
         running, adopted = await log.running_or_adopted(conversation_id)
         if running is None:
             break
-        if asyncio.get_running_loop().time() >= deadline:
-            return False
+        if loop.time() >= deadline:
+            if extended or not await _winding_down(log, conversation_id):
+                return False
+            extended = True
+            deadline = loop.time() + WIND_DOWN_SECONDS
         await asyncio.sleep(0.05)
     if adopted is not None:
         await end_adopted_turns(log, [(conversation_id, adopted)])
     return True
+
+
+async def _winding_down(log: FrameLog, conversation_id: int) -> bool:
+    """Whether the conversation's latest logged frame ends a turn (done, or an error): its turn has said all it
+    will and only releases its claim still. Turns of one conversation never overlap, so that frame is the running
+    turn's."""
+    last = await log.last_seq(conversation_id)
+    tail = await log.after(conversation_id, last - 1) if last else []
+    return bool(tail) and isinstance(tail[-1].frame, frames.Done | frames.Error)
 
 
 async def _duplicate(log: FrameLog, conversation: Conversation, message: Message, reply: Message | None) -> Submission:

@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 from agents.services import agent_create, conversation_start
 from config.asgi import application
 from core.db import database_sync_to_async
-from engine import streams
+from engine import streams, turns
 from llm.errors import message_for
 from memory.models import Message
 from tenants.models import Role
@@ -228,26 +228,32 @@ async def test_a_second_message_while_a_turn_runs_is_refused_as_busy(member, ten
     assert [m.content for m in messages if m.role == "user"] == ["first"]
 
 
-async def test_a_message_sent_as_the_reply_ends_is_not_refused(member, tenant, conversation, scripted_llm, monkeypatch):
-    """`done` reaches the page just before the turn releases its claim (later still on a loaded process, as here):
-    the next message waits for the release instead of being refused as busy."""
+@pytest.mark.parametrize(
+    "late, sent", [(0.2, 5), (turns.CLAIM_GRACE_SECONDS * 3, 2)], ids=["within the grace", "past the grace"]
+)
+async def test_a_message_sent_as_the_reply_ends_is_not_refused(
+    late, sent, member, tenant, conversation, scripted_llm, monkeypatch
+):
+    """`done` reaches the page just before the turn releases its claim (later still on a loaded process, as here,
+    even past the grace a running turn gets): the next message waits for the release instead of being refused as
+    busy."""
     log = streams.get_frame_log()
     release = log.release_turn
 
     async def late_release(conversation_id, turn_id):
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(late)
         await release(conversation_id, turn_id)
 
     monkeypatch.setattr(log, "release_turn", late_release)
     socket = await _connect(member, tenant, conversation.pk)
-    for n in range(5):
+    for n in range(sent):
         await socket.send_json_to(_send(f"message {n}"))
         frames = await _frames_until(socket)
         assert not [f for f in frames if f["type"] == "error"], frames
     await wait_turns()
     await socket.disconnect()
     messages = await database_sync_to_async(_messages)(tenant, conversation)
-    assert [m.role for m in messages] == ["user", "assistant"] * 5
+    assert [m.role for m in messages] == ["user", "assistant"] * sent
 
 
 async def test_frames_and_the_stop_flag_live_in_redis(redis_url, member, tenant, conversation, scripted_llm):
