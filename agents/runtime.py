@@ -158,6 +158,9 @@ class TurnContext:
     # them again after a reload, as it does a tool loop's stored calls.
     lines: list[dict[str, Any]] = field(default_factory=list)
     _text: list[str] = field(default_factory=list)
+    # What the runner's `prepare` gave (or raised) in the setup hop, until `prepared()` takes it.
+    _prepared: Any = None
+    _prepare_error: Exception | None = None
 
     @property
     def tenant(self) -> Tenant:
@@ -181,6 +184,24 @@ class TurnContext:
     def text(self) -> str:
         """The reply text streamed so far (since the last `restart_text`)."""
         return "".join(self._text)
+
+    def prepare_with(self, runner: TurnRunner) -> None:
+        """Run `runner.prepare` (in the setup hop), keeping what it returns, or what it raises, for `prepared()`."""
+        try:
+            self._prepared = runner.prepare(self)
+        except Exception as exc:  # raised again as the runner starts, where execute ends it like any failure
+            self._prepare_error = exc
+
+    def prepared(self) -> Any:
+        """What the runner's `prepare` returned in the turn's setup hop (None when it was not run, and once taken)."""
+        value, self._prepared = self._prepared, None
+        return value
+
+    def raise_unprepared(self) -> None:
+        """Raise what the runner's `prepare` raised, if it did (`execute` ends that failure like any other)."""
+        error, self._prepare_error = self._prepare_error, None
+        if error is not None:
+            raise error
 
     def restart_text(self) -> None:
         """A new model call begins: what the previous one wrote is no longer the reply in progress."""
@@ -275,6 +296,12 @@ class TurnRunner:
 
     kinds: ClassVar[tuple[str, ...]] = ()
 
+    def prepare(self, turn: TurnContext) -> Any:
+        """The database reads of the runner's first step, run in the turn's setup hop with the agent's
+        configuration and the recall instead of in a hop of their own (each hop waits for its turn on a busy
+        process); `run` takes the result back with `turn.prepared()`. Sync: it runs on a database thread."""
+        return None
+
     async def run(self, turn: TurnContext) -> TurnResult:
         """Answer `turn.user_message`: write frames through `turn` and end with `turn.finish(...)` (or raise
         LLMError, which becomes a failed turn with its code)."""
@@ -282,6 +309,7 @@ class TurnRunner:
 
     async def execute(self, turn: TurnContext) -> TurnResult:
         try:
+            turn.raise_unprepared()
             if turn.stopped:
                 raise LLMError(errors.CANCELLED)
             if refusals := turn.config.pack_refusals(turn.tenant):
@@ -318,11 +346,26 @@ def runner_for(kind: str) -> TurnRunner:
     return _runners.find(kind) or _runners.get(AgentKind.CHAT)
 
 
-def _turn_setup(conversation: Conversation) -> tuple[AgentConfig, ConversationContext | None]:
+def _turn_setup(conversation: Conversation, user_message: Message, **fields: Any) -> TurnContext:
+    """The turn as its runner gets it, read in one database hop: the agent's configuration, the conversation's
+    context row, the recalled memories and what the runner prepares (`fields`: TurnContext's others)."""
     config = conversation_config(conversation)
     conversation.tenant  # noqa: B018 - loaded here, so async runners read it without a query
     # Read afresh: conversation.context may be a cached instance from an earlier turn.
-    return config, ConversationContext.objects.filter(conversation=conversation).first()
+    stored_context = ConversationContext.objects.filter(conversation=conversation).first()
+    tool_context = stored_context.tool_context if stored_context is not None else None
+    turn = TurnContext(
+        conversation=conversation,
+        user_message=user_message,
+        config=config,
+        tool_context=tool_context if isinstance(tool_context, dict) else {},
+        stored_context=stored_context,
+        **fields,
+    )
+    if config.long_term_memory:
+        turn.recalled = _recall(conversation, user_message, config, stored_context)
+    turn.prepare_with(runner_for(config.kind))
+    return turn
 
 
 @tracing.traced(
@@ -344,22 +387,12 @@ async def run_turn(
     `stop` was set) and the sink got the error frame. Cancelling the task stores what arrived (code `cancelled`)
     and re-raises.
     """
-    config, stored_context = await database_sync_to_async(_turn_setup)(conversation)
-    tracing.annotate(traces.turn_config(config), name=f"invoke_agent {config.name}")
-    tool_context = stored_context.tool_context if stored_context is not None else None
-    turn = TurnContext(
-        conversation=conversation,
-        user_message=user_message,
-        config=config,
-        sink=sink,
-        stop=stop if stop is not None else asyncio.Event(),
-        tool_context=tool_context if isinstance(tool_context, dict) else {},
-        stored_context=stored_context,
-        index=index,
-        options=options,
+    stop = stop if stop is not None else asyncio.Event()
+    turn = await database_sync_to_async(_turn_setup)(
+        conversation, user_message, sink=sink, stop=stop, index=index, options=options
     )
-    if config.long_term_memory:
-        turn.recalled = await database_sync_to_async(_recall)(conversation, user_message, config, stored_context)
+    config = turn.config
+    tracing.annotate(traces.turn_config(config), name=f"invoke_agent {config.name}")
     result = await runner_for(config.kind).execute(turn)
     if config.long_term_memory and result.status in (TurnStatus.COMPLETED, TurnStatus.INTERRUPTED):
         # After the reply is stored and its done frame sent: extraction never delays the reply.

@@ -109,15 +109,20 @@ def _summary(text: str) -> str:
 class ToolLoopRunner(TurnRunner):
     kinds = ("chat", "react")
 
-    async def run(self, turn: TurnContext) -> TurnResult:
+    def prepare(self, turn: TurnContext) -> LoopSetup | None:
         if turn.config.provider is None:
-            raise no_provider()
-        setup = await database_sync_to_async(loop_setup)(
+            return None
+        return loop_setup(
             conversation=turn.conversation,
             config=turn.config,
             recalled=turn.recalled.lines,
             context=turn.stored_context,
         )
+
+    async def run(self, turn: TurnContext) -> TurnResult:
+        if turn.config.provider is None:
+            raise no_provider()
+        setup = turn.prepared() or await database_sync_to_async(self.prepare)(turn)
         turn.stored_context = None  # read once: a later round or runner reads the row afresh
         turn.strategy = setup.strategy
         return await _Loop(turn, setup).run()

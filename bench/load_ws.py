@@ -1285,7 +1285,7 @@ def bench_environment(args: argparse.Namespace, run_id: str) -> dict[str, str]:
     }
 
 
-PASSED_THROUGH = re.compile(r"^(CHAT_|REDIS_|LLM_|DATABASE_(CONN|POOL)|AGENT_)")
+PASSED_THROUGH = re.compile(r"^(CHAT_|REDIS_|LLM_|DATABASE_(CONN|POOL|THREADS)|AGENT_)")
 
 
 def main(argv: list[str] | None = None) -> None:

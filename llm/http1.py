@@ -28,8 +28,9 @@ import httpx2
 
 from llm.aionet import AsyncioStream, Buffering, await_wake, opened
 
-# Idle connections kept per event loop, and how long one is kept unused (httpx's own defaults).
-MAX_IDLE = 100
+# Idle connections kept per event loop (the SDK keeps 100: a process streaming replies to a few hundred chats at
+# once then reconnected for most of their next turns), and how long one is kept unused (httpx's default).
+MAX_IDLE = 256
 KEEPALIVE_SECONDS = 5.0
 # A response head longer than this is refused (h11's bound).
 MAX_HEAD_BYTES = 64 * 1024

@@ -10,6 +10,8 @@ from unittest import mock
 
 from django.db.backends.utils import CursorWrapper
 
+from core import db
+
 _TRANSACTION_CONTROL = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT")
 
 
@@ -42,3 +44,27 @@ def count_statements() -> Iterator[Statements]:
 
     with mock.patch.object(CursorWrapper, "_execute_with_wrappers", counting):
         yield statements
+
+
+@contextmanager
+def count_hops() -> Iterator[list[str]]:
+    """The database hops of async code (core.db.database_sync_to_async) made while active, from any coroutine: the
+    name of each hop's function, in order."""
+    hops: list[str] = []
+    lock = threading.Lock()
+    convert = db.sync_to_async
+
+    def counting(function, **kwargs):
+        converted = convert(function, **kwargs)
+
+        async def hop(*args, **call_kwargs):
+            # run/run_pooled wrap the hop's own function: name that one.
+            inner = next((c.cell_contents for c in function.__closure__ or () if callable(c.cell_contents)), function)
+            with lock:
+                hops.append(getattr(inner, "__qualname__", repr(inner)))
+            return await converted(*args, **call_kwargs)
+
+        return hop
+
+    with mock.patch.object(db, "sync_to_async", counting):
+        yield hops

@@ -390,6 +390,26 @@ async def test_a_raise_in_any_runner_is_one_error_frame(tenant, conversation_of,
 
 
 @pytest.mark.parametrize("kind", RUNNER_KINDS)
+async def test_a_raise_while_any_runner_prepares_is_one_error_frame(
+    tenant, conversation_of, scripted_llm, kind, monkeypatch
+):
+    """A runner's `prepare` runs in the turn's setup hop, away from `execute`'s handling: what it raises still
+    ends the turn failed, with one error frame and the message kept."""
+
+    def broken(turn):
+        raise RuntimeError("the history could not be read")
+
+    monkeypatch.setattr(runtime.runner_for(kind), "prepare", broken)
+    conversation = await conversation_of(kind)
+    sink = Collector()
+    user, result = await _run(tenant, conversation, sink)
+    assert result.status == "failed" and result.error_code == "provider_error"
+    assert sink.types() == ["error"] and sink.of("error")[0]["user_message_id"] == user.pk
+    ((_status, code, _text),) = await database_sync_to_async(_replies)(tenant, conversation)
+    assert code == "provider_error"
+
+
+@pytest.mark.parametrize("kind", RUNNER_KINDS)
 async def test_a_stop_ends_any_runners_turn_stopped(tenant, conversation_of, scripted_llm, kind):
     conversation = await conversation_of(kind)
     stop = asyncio.Event()

@@ -26,7 +26,7 @@ from tests.chat.test_consumer import (  # noqa: F401  (fixtures)
 )
 from tests.factories import MembershipFactory, UserFactory
 from tests.llm.factories import ModelProviderFactory
-from tests.queries import count_statements
+from tests.queries import count_hops, count_statements
 from tests.turns import wait_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,6 +42,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CONNECT_STATEMENTS = 4
 TURN_STATEMENTS = {"postgresql": 9, "sqlite": 14}
 PUBLISHED_TURN_STATEMENTS = {"postgresql": 5, "sqlite": 10}
+TURN_HOPS = 5
 
 
 async def test_a_connect_runs_a_bounded_number_of_statements(member, tenant, conversation):  # noqa: F811
@@ -95,6 +96,23 @@ async def test_a_published_agents_turn_runs_fewer_statements(member, tenant, scr
         assert frames[-1]["type"] == "done" and frames[-1]["status"] == "complete"
         counts.append(statements.sql)
     assert 0 < len(counts[1]) <= PUBLISHED_TURN_STATEMENTS[connection.vendor], counts[1]
+
+
+async def test_a_published_agents_turn_takes_a_bounded_number_of_database_hops(member, tenant, scripted_llm):
+    """Each hop waits for a database thread and for the event loop again, the longer the busier the process:
+    admission's checks, the message stored, the turn's setup (the agent, the context, the history), the usage
+    record, the reply."""
+    scripted_llm.set_rules({"when": {}, "reply": {"text_tokens": 5, "delay": 0.001}})
+    published = await database_sync_to_async(_published_conversation)(tenant, member, scripted_llm.base_url)
+    socket = await _connect(member, tenant, published.pk)
+    for number in range(2):  # the second turn: the tenant's monthly tokens kept
+        with count_hops() as hops:
+            await socket.send_json_to(_send(f"hello {number}", f"c-{number}"))
+            frames = await _frames_until(socket)
+            await wait_turns()
+        assert frames[-1]["type"] == "done" and frames[-1]["status"] == "complete"
+    await socket.disconnect()
+    assert len(hops) <= TURN_HOPS, hops
 
 
 def _published_conversation(tenant, user, base_url):
