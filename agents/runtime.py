@@ -351,8 +351,9 @@ def _turn_setup(conversation: Conversation, user_message: Message, **fields: Any
     context row, the recalled memories and what the runner prepares (`fields`: TurnContext's others)."""
     config = conversation_config(conversation)
     conversation.tenant  # noqa: B018 - loaded here, so async runners read it without a query
-    # Read afresh: conversation.context may be a cached instance from an earlier turn.
-    stored_context = ConversationContext.objects.filter(conversation=conversation).first()
+    # Read afresh: conversation.context may be a cached instance from an earlier turn. One row at most (one to one):
+    # no ordering to compile, as first() would add.
+    stored_context = next(iter(ConversationContext.objects.filter(conversation=conversation)[:1]), None)
     tool_context = stored_context.tool_context if stored_context is not None else None
     turn = TurnContext(
         conversation=conversation,
