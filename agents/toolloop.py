@@ -122,7 +122,7 @@ class ToolLoopRunner(TurnRunner):
     async def run(self, turn: TurnContext) -> TurnResult:
         if turn.config.provider is None:
             raise no_provider()
-        setup = turn.prepared() or await database_sync_to_async(self.prepare)(turn)
+        setup = turn.prepared()  # read in the turn's setup hop (run_turn)
         turn.stored_context = None  # read once: a later round or runner reads the row afresh
         turn.strategy = setup.strategy
         return await _Loop(turn, setup).run()

@@ -67,11 +67,11 @@ class TenantScopedManager(models.Manager.from_queryset(TenantQuerySet)):
     def get_queryset(self) -> TenantQuerySet:
         # The filtered queryset is built once (parsing the lookup was about 1 ms of a chat turn's 5 statements)
         # and each call gets a clone of it, as chaining a queryset does: the filter's value is read when the SQL is
-        # compiled, so one built queryset serves every scope. A manager for another database or with hints (a
-        # related manager's, db_manager's) builds its own as before.
-        filtered = self._filtered
+        # compiled, so one built queryset serves every scope. A manager for another database or with hints
+        # (db_manager's) builds its own as before.
         if self._db is not None or self._hints:
             return super().get_queryset().filter(tenant_id=CurrentTenantId())
+        filtered = self._filtered
         if filtered is None or filtered.model is not self.model:
             filtered = self._filtered = super().get_queryset().filter(tenant_id=CurrentTenantId())
         return filtered._chain()

@@ -51,7 +51,6 @@ def count_hops() -> Iterator[list[str]]:
     """The database hops of async code (core.db.database_sync_to_async) made while active, from any coroutine: the
     name of each hop's function, in order."""
     hops: list[str] = []
-    lock = threading.Lock()
     convert = db.sync_to_async
 
     def counting(function, **kwargs):
@@ -60,8 +59,7 @@ def count_hops() -> Iterator[list[str]]:
         async def hop(*args, **call_kwargs):
             # run/run_pooled wrap the hop's own function: name that one.
             inner = next((c.cell_contents for c in function.__closure__ or () if callable(c.cell_contents)), function)
-            with lock:
-                hops.append(getattr(inner, "__qualname__", repr(inner)))
+            hops.append(getattr(inner, "__qualname__", repr(inner)))  # on the event loop: no lock
             return await converted(*args, **call_kwargs)
 
         return hop
