@@ -14,9 +14,10 @@ of this agent"."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
@@ -55,7 +56,7 @@ from memory.attachments import (
     too_many_in_message,
 )
 from memory.models import Conversation, ConversationSource, Message, Role, Visitor
-from memory.services import messages_import, title_from
+from memory.services import ToolResultsPending, messages_import, title_from
 from tenants.access import may_administer
 from tenants.generation import read_once
 from tenants.models import Tenant
@@ -574,9 +575,11 @@ def _decide(
     stream: bool,
     asked: _FilesAsked | None = None,
     then: Sequence[ChatMessage] = (),
+    cleared: bool = False,
 ) -> Refusal | _Place:
     """Everything admit() decides from the database, in one hop to the database thread; a new conversation's message
-    (and `then`) is stored in the same hop, once the conversation is made."""
+    (and `then`) is stored in the same hop, once the conversation is made, and so is an existing one's when the
+    frame log found it free just before (`cleared`: turns.clear_to_store)."""
     with read_once(), tenant_scope(caller.tenant):
         conversation = None
         if target.conversation is not None or target.conversation_id is not None:
@@ -605,23 +608,41 @@ def _decide(
             if slot is None:
                 seconds = places.STREAM_RETRY_SECONDS
                 return Refusal(RefusalCode.TOO_MANY_STREAMS, {"count": streams, "seconds": seconds}, seconds)
-        if conversation is not None:
+        if conversation is not None and not cleared:
             return _Place(_with_tenant(conversation, caller.tenant), slot, created=False, limit=limit, files=files)
-        try:
-            started = _with_tenant(_start(caller, target, content), caller.tenant)
-            place = _Place(started, slot, created=True, limit=limit, files=files)
+        with _slot_given_back(slot):
+            if conversation is not None:
+                place = _Place(_with_tenant(conversation, caller.tenant), slot, created=False, limit=limit, files=files)
+            else:
+                started = _with_tenant(_start(caller, target, content), caller.tenant)
+                place = _Place(started, slot, created=True, limit=limit, files=files)
             return _with_message(place, client_id, content, then)
-        except BaseException:
-            if slot is not None:
-                slot.release()
-            raise
 
 
-def _with_message(place: _Place, client_id: str, content: str, then: Sequence[ChatMessage]) -> _Place:
-    """A new conversation's place with its message stored (turns.store_new) in the hop that made the conversation;
-    a message with files is stored by the turn's own hop (a refusal there stores no file)."""
+@contextlib.contextmanager
+def _slot_given_back(slot: places.StreamSlot | None) -> Iterator[None]:
+    """The stream slot is released when what follows fails (the message is not taken)."""
+    try:
+        yield
+    except BaseException:
+        if slot is not None:
+            slot.release()
+        raise
+
+
+def _with_message(place: _Place, client_id: str, content: str, then: Sequence[ChatMessage]) -> _Place | Refusal:
+    """The place with its message stored (turns.store_new) in admission's hop; a message with files is stored by
+    the turn's own hop (a refusal there stores no file). An existing conversation waiting for an API client's tool
+    results refuses it (ToolResultsPending, nothing stored)."""
     if not place.files:
-        place.stored = turns.store_new(place.conversation, client_id, content, then)
+        try:
+            place.stored = turns.store_new(
+                place.conversation, client_id, content, then, unless_awaiting_tools=not place.created
+            )
+        except ToolResultsPending:
+            if place.slot is not None:
+                place.slot.release()
+            return Refusal(RefusalCode.TOOL_RESULTS_PENDING)
     return place
 
 
@@ -677,7 +698,10 @@ async def admit(
     new = target.conversation is None and target.conversation_id is None and not target.latest
     if new and not turns.turn_gate().has_room():
         return _overloaded()
-    place = await database_sync_to_async(_decide)(caller, target, content, client_id, stream, asked, then)
+    # A message to a known conversation that no turn holds is stored in the hop that checks it (one hop, not two).
+    known = target.conversation.pk if target.conversation is not None else target.conversation_id
+    cleared = known is not None and asked is None and await turns.clear_to_store(known)
+    place = await database_sync_to_async(_decide)(caller, target, content, client_id, stream, asked, then, cleared)
     if isinstance(place, Refusal):
         return place
     files = _turn_files(caller, place)
@@ -693,6 +717,7 @@ async def admit(
                 files=files,
                 unless_awaiting_tools=not place.created,
                 fresh=place.created,
+                cleared=place.stored is not None and not place.created,
                 stored=place.stored,
             )
     except BaseException:

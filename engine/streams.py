@@ -100,6 +100,11 @@ class FrameLog:
     async def running_turn(self, conversation_id: int) -> int | None:
         raise NotImplementedError
 
+    async def is_free(self, conversation_id: int) -> bool:
+        """No turn of the conversation runs, and none whose process died waits to be ended: a read only (nothing
+        is claimed or adopted). What admission asks before it stores a message in its own database hop."""
+        return await self.running_turn(conversation_id) is None
+
     async def running_or_adopted(self, conversation_id: int) -> tuple[int | None, int | None]:
         """(the running turn, None), or when none runs (None, the turn of the conversation whose process died, now
         claimed for the caller: `adopt_orphans`; None when there is none). What a new message asks before it is
@@ -386,6 +391,10 @@ class RedisFrameLog(FrameLog):
     async def running_turn(self, conversation_id: int) -> int | None:
         value = await self._client().get(self._key(conversation_id, "turn"))
         return int(value) if value is not None else None
+
+    async def is_free(self, conversation_id: int) -> bool:
+        # Neither a claim nor an open mark (a turn that died keeps its open mark until it is ended).
+        return not await self._client().exists(self._key(conversation_id, "turn"), self._key(conversation_id, "open"))
 
     async def running_or_adopted(self, conversation_id: int) -> tuple[int | None, int | None]:
         keys = (self._key(conversation_id, "turn"), self._key(conversation_id, "open"))

@@ -211,6 +211,7 @@ async def submit_user_message(
     files: Files | None = None,
     unless_awaiting_tools: bool = False,
     fresh: bool = False,
+    cleared: bool = False,
     stored: Stored | None = None,
 ) -> Submission:
     """Store the message and start its turn, unless its client_id was stored already (nothing runs again) or
@@ -220,14 +221,16 @@ async def submit_user_message(
     the message's files (stored with it, in the same transaction). `unless_awaiting_tools`: refused
     (TOOL_RESULTS_PENDING, nothing stored) when the conversation waits for an API client's tool results. `fresh`:
     the caller made the conversation for this message a moment ago, so no turn of it can be running or have died:
-    the frame log is not asked (the claim below still is). `stored`: the message as the caller already stored it
-    (store_new, in the hop that made the conversation); a refusal then leaves it to the caller, who made the
-    conversation, to take both back."""
+    the frame log is not asked (the claim below still is). `cleared`: the caller found the conversation free and
+    the gate with room (`clear_to_store`) just before it stored the message itself: neither is asked again, so a
+    stored message is not refused (the claim below still may find a turn that began meanwhile). `stored`: the
+    message as the caller already stored it (store_new, in the caller's own hop); a refusal then leaves it to the
+    caller, who made the conversation, to take both back."""
     log = get_frame_log()
     refusal = None
-    if not fresh and not await _claim_clears(log, conversation.pk):
+    if not (fresh or cleared) and not await _claim_clears(log, conversation.pk):
         refusal = Outcome.BUSY
-    elif not turn_gate().has_room():
+    elif not cleared and not turn_gate().has_room():
         refusal = Outcome.OVERLOADED
     if refusal is not None:
         if stored is not None:
@@ -254,14 +257,24 @@ async def submit_user_message(
             return await _duplicate(log, conversation, message, None)
         return Submission(Outcome.BUSY, message=message)
     channel = ChannelSink(conversation.pk, log)
-    echo = await channel.emit(
-        frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content, attachments=infos)
-    )
     sink = channel if also is None else TeeSink(channel, also)
+    # The turn starts while its echo is written: the echo is queued for the log below before the task's first step
+    # runs (a conversation's frames reach the log in the order they were queued), and the turn's setup need not wait
+    # for the echo's round trip.
     task = running_loop().create_task(_run(log, conversation, message, sink, options))
     _tasks.add(task)  # the loop keeps only weak references to tasks
     task.add_done_callback(_tasks.discard)
+    echo = await channel.emit(
+        frames.UserMessage(message_id=message.pk, client_id=client_id, content=message.content, attachments=infos)
+    )
     return Submission(Outcome.STARTED, message=message, frames=[echo], task=task)
+
+
+async def clear_to_store(conversation_id: int) -> bool:
+    """Whether a message for this conversation may be stored before it is submitted (`cleared`): the turn gate has
+    room and the frame log has no turn of the conversation, running or dead (a read; nothing is claimed). False
+    sends the message the usual way, where a busy conversation is waited for and a dead turn ended."""
+    return turn_gate().has_room() and await get_frame_log().is_free(conversation_id)
 
 
 async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:

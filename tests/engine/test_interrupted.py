@@ -114,6 +114,20 @@ async def test_one_call_tells_a_running_turn_from_a_dead_one_and_claims_the_dead
     assert await redis_log.running_or_adopted(conversation.pk) == (None, None)
 
 
+async def test_a_conversation_is_free_only_with_no_turn_running_or_dead(redis_log, conversation):  # noqa: F811
+    """What admission reads before it stores a message in its own hop (turns.clear_to_store): a read that claims and
+    adopts nothing, false for a running turn and for a dead one (which the usual path then ends)."""
+    assert await redis_log.is_free(conversation.pk)
+    assert await redis_log.claim_turn(conversation.pk, 41) is None
+    assert not await redis_log.is_free(conversation.pk)
+    await asyncio.sleep(1.2)  # the lease runs out: its process died, its open mark stays
+    assert not await redis_log.is_free(conversation.pk)
+    assert await redis_log.running_turn(conversation.pk) is None  # nothing was adopted by asking
+    assert await redis_log.adopt_orphans([conversation.pk]) == [(conversation.pk, 41)]
+    await redis_log.release_turn(conversation.pk, 41)
+    assert await redis_log.is_free(conversation.pk)
+
+
 async def test_a_new_message_ends_its_conversations_dead_turn_before_it_is_stored(redis_log, tenant, conversation):  # noqa: F811
     await _dead_turn(redis_log, tenant, conversation)
 
