@@ -23,7 +23,6 @@ from django.utils.translation import gettext as _
 from agents import frames
 from agents.tools import tool_labels
 from core.db import database_sync_to_async
-from core.loopscoped import running_loop
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
 
@@ -74,7 +73,7 @@ class TurnProgress:
 
     def start(self) -> None:
         self.changed.set()  # the first notification at once: the stream is alive
-        self.task = running_loop().create_task(self._report(), name="mcp-progress")
+        self.task = asyncio.get_running_loop().create_task(self._report(), name="mcp-progress")
 
     async def stop(self) -> None:
         """Stop reporting (before the result goes out, so that it is the stream's last message)."""

@@ -53,7 +53,6 @@ from api.models import KeyScope
 from api.throttling import authorize
 from core.conf import setting
 from core.db import database_sync_to_async
-from core.loopscoped import running_loop
 from engine import admission
 from engine.admission import Refusal, Target
 from llm import errors
@@ -235,7 +234,7 @@ class _Running:
             for json_response in (True, False)
         )
         self.started = asyncio.Event()
-        self.task = running_loop().create_task(self._run(), name="mcp-session-manager")
+        self.task = asyncio.get_running_loop().create_task(self._run(), name="mcp-session-manager")
 
     async def _run(self) -> None:
         async with self.json.run(), self.sse.run():
@@ -248,7 +247,7 @@ _running: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Running] = weakr
 
 async def session_manager(streams: bool = False) -> StreamableHTTPSessionManager:
     """The running session manager of this event loop (started on first use): the SSE one when `streams`."""
-    loop = running_loop()
+    loop = asyncio.get_running_loop()
     running = _running.get(loop)
     if running is None:
         running = _running[loop] = _Running()

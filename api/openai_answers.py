@@ -16,7 +16,6 @@ from agents import frames
 from agents.runtime import TurnResult, TurnStatus
 from agents.sinks import QueueSink
 from api.openai_request import ApiError, CompletionRequest
-from core.loopscoped import running_loop
 from engine import turns
 from llm import errors
 from llm.messages import ChatMessage
@@ -179,5 +178,5 @@ async def stream(
             yield event
     except (asyncio.CancelledError, GeneratorExit):
         if not task.done():
-            running_loop().create_task(turns.request_stop(conversation_id=conversation_id))
+            asyncio.get_running_loop().create_task(turns.request_stop(conversation_id=conversation_id))
         raise

@@ -26,7 +26,6 @@ from api.refusals import error_response, refusal_response
 from api.throttling import authorize
 from core.bounded import loads_json
 from core.db import database_sync_to_async
-from core.loopscoped import running_loop
 from engine import admission, turns
 from engine.admission import Admitted, Caller, Refusal, Target
 from engine.places import holding
@@ -133,5 +132,5 @@ async def _events(admitted: Admitted, sink: QueueSink, client_id: str) -> AsyncI
             yield _event(frames.Logged(None, frame))
     except (asyncio.CancelledError, GeneratorExit):
         if not task.done():
-            running_loop().create_task(turns.request_stop(conversation_id=admitted.conversation.pk))
+            asyncio.get_running_loop().create_task(turns.request_stop(conversation_id=admitted.conversation.pk))
         raise

@@ -30,7 +30,6 @@ from django.utils.translation.trans_real import parse_accept_lang_header
 from agents import frames
 from agents.limits import MessageLimit
 from core.db import database_sync_to_async
-from core.loopscoped import running_loop
 from engine import admission, turns
 from engine.admission import Caller, Refusal, RefusalCode, Target
 from engine.bus import hub_for
@@ -195,7 +194,7 @@ class ConversationSocket(AsyncJsonWebsocketConsumer):
             return
         if self.entry.takes_credentials:
             await self.accept()
-            self._credentials_timer = running_loop().call_later(
+            self._credentials_timer = asyncio.get_running_loop().call_later(
                 CREDENTIALS_SECONDS, lambda: asyncio.ensure_future(self.close(code=NOT_AUTHENTICATED_CLOSE))
             )
             return
@@ -224,7 +223,7 @@ class ConversationSocket(AsyncJsonWebsocketConsumer):
         conversation_id = self.conversation.pk if self.conversation is not None else None
         hello = frames.Hello(conversation_id=conversation_id, last_seq=self.connect_seq, running=running is not None)
         await self.send_json(hello.as_dict())
-        self._sync_timer = running_loop().call_later(SYNC_DELAY_SECONDS, self._push, _SYNC, "")
+        self._sync_timer = asyncio.get_running_loop().call_later(SYNC_DELAY_SECONDS, self._push, _SYNC, "")
 
     async def _attach(self, conversation: Conversation) -> None:
         """The conversation a first message made: listen to it and send its frames from the first."""
@@ -245,7 +244,7 @@ class ConversationSocket(AsyncJsonWebsocketConsumer):
         # The turn is not ours to end: it runs on and is stored; other sockets (or a reconnect) get its frames.
 
     def _access_changed(self) -> None:
-        running_loop().create_task(self.close(code=ACCESS_CHANGED_CLOSE))
+        asyncio.get_running_loop().create_task(self.close(code=ACCESS_CHANGED_CLOSE))
 
     # The hub's side (engine.bus.Listener): called on the event loop, never blocks.
     def deliver(self, seq: int, body: str) -> None:
@@ -257,7 +256,7 @@ class ConversationSocket(AsyncJsonWebsocketConsumer):
     def _push(self, seq: int, body: str) -> None:
         self.inbox.append((seq, body))
         if self.pump is None or self.pump.done():
-            self.pump = running_loop().create_task(self._drain())
+            self.pump = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:
         async with self.lock:

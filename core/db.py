@@ -12,7 +12,6 @@ from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
 from django.db import connections
 
 from core.conf import setting
-from core.loopscoped import running_loop
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
@@ -78,7 +77,7 @@ def database_sync_to_async(function: Callable[..., Any]) -> Any:
 
     async def hop(*args: Any, **kwargs: Any) -> Any:
         executor = _parallel_executor()
-        if executor is None or _bound_to_a_thread(running_loop()):
+        if executor is None or _bound_to_a_thread(asyncio.get_running_loop()):
             return await shared(*args, **kwargs)
         return await sync_to_async(run_pooled, thread_sensitive=False, executor=executor)(*args, **kwargs)
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from core.loopscoped import LoopScoped, running_loop
+from core.loopscoped import LoopScoped
 from engine.interrupted import end_interrupted_turns
 from engine.streams import FrameLog, turn_lease_seconds
 
@@ -42,7 +42,7 @@ class Hub:
         self.members: dict[tuple[int, int], set[Callable[[], None]]] = {}
         self.unsubscribe = log.subscribe(self.feed)
         # Turns can outlive their process only in a shared store: there, look for dead ones (engine.turns).
-        self.warden = running_loop().create_task(self._warden()) if log.shared else None
+        self.warden = asyncio.get_running_loop().create_task(self._warden()) if log.shared else None
         # Conversations whose first page just opened, looked at together (a storm of connects is one look, not one
         # frame-log call each).
         self.to_check: set[int] = set()
@@ -56,7 +56,7 @@ class Hub:
         if first and self.warden is not None:  # a page opening a conversation whose turn died: end it now
             self.to_check.add(conversation_id)
             if self.checker is None or self.checker.done():
-                self.checker = running_loop().create_task(self._check_opened())
+                self.checker = asyncio.get_running_loop().create_task(self._check_opened())
         await self.log.subscribed()
 
     async def _check_opened(self) -> None:

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
-from core.loopscoped import running_loop
-
 # A stream's place lasts this long unless its stream renews it (every third of it): a process that dies frees its
 # places within a minute.
 STREAM_LEASE_SECONDS = 60
@@ -67,7 +65,7 @@ def stream_slot_take(tenant_id: int, limit: int) -> StreamSlot | None:
 
 async def holding(slot: StreamSlot | None, chunks: AsyncIterator[str]) -> AsyncIterator[str]:
     """`chunks`, keeping the stream's place (renewed) until they end or the client leaves; then the place is free."""
-    renewal = running_loop().create_task(slot.renew_forever()) if slot is not None else None
+    renewal = asyncio.get_running_loop().create_task(slot.renew_forever()) if slot is not None else None
     try:
         async with contextlib.aclosing(chunks):
             async for chunk in chunks:

@@ -8,7 +8,6 @@ import dataclasses
 import logging
 
 from agents import frames
-from core.loopscoped import running_loop
 from core.markdown import render_markdown
 from engine.streams import FrameLog, get_frame_log
 from engine.writer import FrameWriter, writer_for
@@ -48,7 +47,7 @@ class ChannelSink:
 
     async def emit(self, frame: frames.Frame) -> frames.Logged:
         shown = page_frame(frame)
-        loop = running_loop()
+        loop = asyncio.get_running_loop()
         if self.writer is None or loop is not self.loop:
             self.writer, self.loop = writer_for(self.log), loop
         writer = self.writer

@@ -28,7 +28,7 @@ from django.db import transaction
 
 from agents import frames
 from core.conf import setting
-from core.loopscoped import LoopScoped, running_loop
+from core.loopscoped import LoopScoped
 
 logger = logging.getLogger("engine.streams")
 
@@ -175,7 +175,7 @@ class MemoryFrameLog(FrameLog):
             if loop.is_closed():
                 continue
             try:
-                running = running_loop()
+                running = asyncio.get_running_loop()
             except RuntimeError:
                 running = None
             if running is loop:
@@ -185,7 +185,7 @@ class MemoryFrameLog(FrameLog):
 
     def subscribe(self, feed: Callable[[str], None]) -> Callable[[], None]:
         key = id(feed)
-        self.feeds[key] = (running_loop(), feed)
+        self.feeds[key] = (asyncio.get_running_loop(), feed)
         return lambda: self.feeds.pop(key, None)
 
     async def after(self, conversation_id: int, after_seq: int) -> list[frames.Logged]:
@@ -460,7 +460,7 @@ class _Subscriber:
         self.channel = channel
         self.feeds: dict[int, Callable[[str], None]] = {}
         self.ready = asyncio.Event()
-        self.task = running_loop().create_task(self._run(), name=f"bus {channel}")
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"bus {channel}")
 
     def add(self, feed: Callable[[str], None]) -> Callable[[], None]:
         key = id(feed)

@@ -21,7 +21,7 @@ from agents.runtime import Sink, TurnResult, run_turn
 from agents.sinks import TeeSink
 from core.conf import setting
 from core.db import database_sync_to_async
-from core.loopscoped import LoopScoped, running_loop
+from core.loopscoped import LoopScoped
 from engine.bus import hub_for
 from engine.interrupted import end_adopted_turns, reply_to, turn_frames
 from engine.sinks import ChannelSink
@@ -69,7 +69,7 @@ class TurnGate:
         if capacity <= 0 or (self.running < capacity and not self.order):
             self.running += 1
             return
-        future = running_loop().create_future()
+        future = asyncio.get_running_loop().create_future()
         line = self.lines.setdefault(tenant_id, deque())
         if not line:
             self.order.append(tenant_id)
@@ -261,7 +261,7 @@ async def submit_user_message(
     # The turn starts while its echo is written: the echo is queued for the log below before the task's first step
     # runs (a conversation's frames reach the log in the order they were queued), and the turn's setup need not wait
     # for the echo's round trip.
-    task = running_loop().create_task(_run(log, conversation, message, sink, options))
+    task = asyncio.get_running_loop().create_task(_run(log, conversation, message, sink, options))
     _tasks.add(task)  # the loop keeps only weak references to tasks
     task.add_done_callback(_tasks.discard)
     echo = await channel.emit(
@@ -282,7 +282,7 @@ async def _claim_clears(log: FrameLog, conversation_id: int) -> bool:
     whose last frame is logged): a turn sends `done` just before it releases its claim, so a message sent the moment
     its reply ends must not be refused as busy. A turn whose process died is ended first, so its interrupted reply
     comes before the new message."""
-    loop = running_loop()
+    loop = asyncio.get_running_loop()
     deadline = loop.time() + CLAIM_GRACE_SECONDS
     extended = False
     while True:
@@ -343,7 +343,7 @@ async def _run(
 ) -> TurnResult | None:
     stop = asyncio.Event()
     gate = turn_gate()
-    watcher = running_loop().create_task(_watch_stop(log, conversation.pk, message.pk, stop))
+    watcher = asyncio.get_running_loop().create_task(_watch_stop(log, conversation.pk, message.pk, stop))
     try:
         await gate.acquire(conversation.tenant_id)
         try:

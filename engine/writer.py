@@ -18,7 +18,7 @@ from typing import Any
 
 from agents import frames
 from core.conf import setting
-from core.loopscoped import LoopScoped, running_loop
+from core.loopscoped import LoopScoped
 from engine.streams import FrameLog, frame_body
 
 logger = logging.getLogger("engine.bus")
@@ -51,13 +51,13 @@ class FrameWriter:
             entries[-1][0] = dataclasses.replace(entries[-1][0], content=entries[-1][0].content + frame.content)
         else:
             if wait:
-                future = running_loop().create_future()
+                future = asyncio.get_running_loop().create_future()
                 self.urgent.set()
             entries.append([frame, future])
         if urgent:
             self.urgent.set()
         if self.task is None:
-            self.task = running_loop().create_task(self._run())
+            self.task = asyncio.get_running_loop().create_task(self._run())
         return future
 
     async def drain(self) -> None:

@@ -20,8 +20,6 @@ from typing import Any
 import httpcore2
 import httpx2
 
-from core.loopscoped import running_loop
-
 # Reading from the socket pauses above this many buffered bytes (a reader slower than the server), resumes below
 # the low mark.
 HIGH_WATER = 256 * 1024
@@ -91,7 +89,7 @@ async def await_wake(
     protocol: Buffering, attribute: str, timeout: float | None, error: type[Exception], message: str
 ) -> None:
     """Wait until the protocol wakes `attribute`'s future, or raise `error(message)` after `timeout` seconds."""
-    loop = running_loop()
+    loop = asyncio.get_running_loop()
     waiter: asyncio.Future[None] = loop.create_future()
     setattr(protocol, attribute, waiter)
     timer = loop.call_later(timeout, _expire, waiter, error, message) if timeout is not None else None
@@ -140,7 +138,7 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
     async def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
     ) -> httpcore2.AsyncNetworkStream:
-        loop = running_loop()
+        loop = asyncio.get_running_loop()
         try:
             secured = await asyncio.wait_for(
                 loop.start_tls(self.transport, self.protocol, ssl_context, server_hostname=server_hostname), timeout
@@ -174,7 +172,7 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[tuple[Any, ...]] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        loop = running_loop()
+        loop = asyncio.get_running_loop()
         local = (local_address, 0) if local_address else None
         opening = loop.create_connection(Buffering, host, port, local_addr=local, happy_eyeballs_delay=0.25)
         return await opened(opening, timeout, socket_options)
@@ -182,7 +180,7 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[tuple[Any, ...]] | None = None
     ) -> httpcore2.AsyncNetworkStream:
-        opening = running_loop().create_unix_connection(Buffering, path)
+        opening = asyncio.get_running_loop().create_unix_connection(Buffering, path)
         return await opened(opening, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:

@@ -23,7 +23,6 @@ from django.conf import settings
 
 from core import tracing
 from core.db import database_sync_to_async
-from core.loopscoped import running_loop
 from llm import errors, tokens, traces
 from llm.errors import LLMError
 from llm.messages import ChatMessage, wire
@@ -165,7 +164,7 @@ def _record_done(task: asyncio.Task) -> None:
 
 def _record_later(record: Any, *args: Any) -> asyncio.Task:
     """Write a call record in a background task (it inherits the caller's tenant scope)."""
-    task = running_loop().create_task(database_sync_to_async(record)(*args))
+    task = asyncio.get_running_loop().create_task(database_sync_to_async(record)(*args))
     _pending_records.add(task)  # a strong reference until done: the event loop keeps only weak ones
     task.add_done_callback(_record_done)
     return task

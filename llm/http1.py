@@ -26,7 +26,6 @@ from typing import Any
 import httpcore2
 import httpx2
 
-from core.loopscoped import running_loop
 from llm.aionet import AsyncioStream, Buffering, await_wake, opened
 
 # Idle connections kept per event loop (the SDK keeps 100: a process streaming replies to a few hundred chats at
@@ -222,7 +221,7 @@ class StreamedReply:
         CPU for a reply streamed a token a read): each wait moves the deadline, and the timer, when it fires early,
         sets itself again for the deadline."""
         protocol = self._connection.protocol
-        loop = running_loop()
+        loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         protocol.reader = waiter
         if self._read_timeout is not None:
@@ -239,7 +238,7 @@ class StreamedReply:
         waiter = self._connection.protocol.reader
         if waiter is None or waiter.done():
             return  # not waiting: the next wait sets the timer again
-        loop = running_loop()
+        loop = asyncio.get_running_loop()
         if loop.time() < self._deadline:
             self._timer = loop.call_at(self._deadline, self._expire)
         else:
@@ -310,7 +309,7 @@ class HTTP1Pool:
         return None
 
     async def _connect(self, origin: Origin, timeout: float | None) -> _Connection:
-        loop = running_loop()
+        loop = asyncio.get_running_loop()
         tls: dict[str, object] = {}
         if origin.scheme == "https":
             if self.ssl_context is None:  # httpx's (certifi's roots, SSL_CERT_FILE honoured), as the SDK's client

@@ -37,7 +37,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, CallToolResult, PaginatedRequestParams
 
 from core.conf import setting
-from core.loopscoped import LoopScoped, running_loop
+from core.loopscoped import LoopScoped
 from core.netguard import UnresolvedHost, check_url
 from llm.transports import PUBLIC_RECHECK_SECONDS, PinnedTransport
 from toolservers.bounded import BoundedTransport, Budget, cut_at
@@ -232,7 +232,7 @@ class _Held:
         self.error: BaseException | None = None
         self._ready = asyncio.Event()
         self._close = asyncio.Event()
-        self._task = running_loop().create_task(self._hold(connection), name="mcp-client-session")
+        self._task = asyncio.get_running_loop().create_task(self._hold(connection), name="mcp-client-session")
 
     async def _hold(self, connection: Connection) -> None:
         try:

@@ -42,7 +42,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CONNECT_STATEMENTS = 4
 TURN_STATEMENTS = {"postgresql": 9, "sqlite": 14}
 PUBLISHED_TURN_STATEMENTS = {"postgresql": 5, "sqlite": 10}
-# Database hops of such a turn: admission (checks and the message stored), the turn's setup, the usage record, the reply.
+# Database hops of such a turn: admission (its checks and the message stored), the turn's setup, the usage
+# record, the reply.
 TURN_HOPS = 4
 
 

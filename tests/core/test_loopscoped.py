@@ -1,17 +1,14 @@
-"""core.loopscoped: `LoopScoped`, one value per running event loop, made by its factory, released with its loop;
-`running_loop`, the running loop without a system call per call."""
+"""core.loopscoped.LoopScoped: one value per running event loop, made by its factory, released with its loop."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import threading
 import weakref
 
 import pytest
 
-from core import loopscoped
-from core.loopscoped import LoopScoped, running_loop
+from core.loopscoped import LoopScoped
 
 
 class Thing:
@@ -107,49 +104,3 @@ def test_outside_a_running_loop_it_refuses():
     scoped = LoopScoped(Thing)
     with pytest.raises(RuntimeError):
         scoped.get()
-
-
-def test_running_loop_is_the_running_loop_asked_for_once_per_loop(monkeypatch):
-    asked: list[asyncio.AbstractEventLoop] = []
-    real = asyncio.get_running_loop
-
-    def counted() -> asyncio.AbstractEventLoop:
-        asked.append(real())
-        return asked[-1]
-
-    monkeypatch.setattr(loopscoped.asyncio, "get_running_loop", counted)
-
-    async def three_times() -> list[asyncio.AbstractEventLoop]:
-        seen = [running_loop()]
-        await asyncio.sleep(0)
-        return [*seen, running_loop(), running_loop(), real()]
-
-    first = asyncio.run(three_times())
-    assert first[0] is first[1] is first[2] is first[3]
-    second = asyncio.run(three_times())  # a new loop in the same thread: asked for again, not the old one
-    assert second[0] is second[3] and second[0] is not first[0]
-    assert len(asked) == 2
-
-
-def test_running_loop_follows_each_thread_and_raises_outside_a_loop():
-    async def mine() -> asyncio.AbstractEventLoop:
-        assert running_loop() is asyncio.get_running_loop()
-        return running_loop()
-
-    here = asyncio.run(mine())
-    there: list[asyncio.AbstractEventLoop] = []
-    thread = threading.Thread(target=lambda: there.append(asyncio.run(mine())))
-    thread.start()
-    thread.join()
-    assert there and there[0] is not here
-    with pytest.raises(RuntimeError):
-        running_loop()  # the loop it last saw has stopped: outside any loop, as asyncio says
-
-
-def test_running_loop_does_not_keep_a_loop_alive():
-    async def remember() -> weakref.ref:
-        return weakref.ref(running_loop())
-
-    gone = asyncio.run(remember())
-    gc.collect()
-    assert gone() is None
