@@ -608,11 +608,11 @@ def _decide(
             if slot is None:
                 seconds = places.STREAM_RETRY_SECONDS
                 return Refusal(RefusalCode.TOO_MANY_STREAMS, {"count": streams, "seconds": seconds}, seconds)
-        if conversation is not None and not cleared:
-            return _Place(_with_tenant(conversation, caller.tenant), slot, created=False, limit=limit, files=files)
         with _slot_given_back(slot):
             if conversation is not None:
                 place = _Place(_with_tenant(conversation, caller.tenant), slot, created=False, limit=limit, files=files)
+                if not cleared:
+                    return place
             else:
                 started = _with_tenant(_start(caller, target, content), caller.tenant)
                 place = _Place(started, slot, created=True, limit=limit, files=files)
@@ -630,19 +630,14 @@ def _slot_given_back(slot: places.StreamSlot | None) -> Iterator[None]:
         raise
 
 
-def _with_message(place: _Place, client_id: str, content: str, then: Sequence[ChatMessage]) -> _Place | Refusal:
+def _with_message(place: _Place, client_id: str, content: str, then: Sequence[ChatMessage]) -> _Place:
     """The place with its message stored (turns.store_new) in admission's hop; a message with files is stored by
     the turn's own hop (a refusal there stores no file). An existing conversation waiting for an API client's tool
-    results refuses it (ToolResultsPending, nothing stored)."""
+    results raises ToolResultsPending (nothing stored)."""
     if not place.files:
-        try:
-            place.stored = turns.store_new(
-                place.conversation, client_id, content, then, unless_awaiting_tools=not place.created
-            )
-        except ToolResultsPending:
-            if place.slot is not None:
-                place.slot.release()
-            return Refusal(RefusalCode.TOOL_RESULTS_PENDING)
+        place.stored = turns.store_new(
+            place.conversation, client_id, content, then, unless_awaiting_tools=not place.created
+        )
     return place
 
 
@@ -701,7 +696,10 @@ async def admit(
     # A message to a known conversation that no turn holds is stored in the hop that checks it (one hop, not two).
     known = target.conversation.pk if target.conversation is not None else target.conversation_id
     cleared = known is not None and asked is None and await turns.clear_to_store(known)
-    place = await database_sync_to_async(_decide)(caller, target, content, client_id, stream, asked, then, cleared)
+    try:
+        place = await database_sync_to_async(_decide)(caller, target, content, client_id, stream, asked, then, cleared)
+    except ToolResultsPending:
+        return Refusal(RefusalCode.TOOL_RESULTS_PENDING)
     if isinstance(place, Refusal):
         return place
     files = _turn_files(caller, place)
@@ -717,7 +715,7 @@ async def admit(
                 files=files,
                 unless_awaiting_tools=not place.created,
                 fresh=place.created,
-                cleared=place.stored is not None and not place.created,
+                cleared=cleared,
                 stored=place.stored,
             )
     except BaseException:
