@@ -47,6 +47,7 @@ def test_wrong_password_is_explained(live_server, demo, page_for):
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("#id_username", "energy-member")
     page.fill("#id_password", "wrong")
-    page.click("button[type=submit]")
+    with page.expect_navigation():  # the form posts; is_visible() does not wait for the answer
+        page.click("button[type=submit]")
     assert page.locator(".form-errors").is_visible()
     assert "用户名" in page.locator(".form-errors").inner_text()
