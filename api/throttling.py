@@ -1,7 +1,8 @@
 """The API's per-request limit, kept in the cache (Redis when REDIS_URL is set, so every process counts together;
-in-process otherwise): one rate per API key (API_KEY_RATE, e.g. "600/min"), for every request of the REST API (a DRF
-throttle), the OpenAI-compatible endpoint and /mcp alike. What limits a turn (streams, budgets, messages) is the
-engine's admission (engine.admission)."""
+in-process otherwise): one rate per API key (API_KEY_RATE, e.g. "600/min": at most that many requests in any minute),
+for every request of the REST API (a DRF throttle), the OpenAI-compatible endpoint and /mcp alike, each request
+counted in one atomic step (core.rates). What limits a turn (streams, budgets, messages) is the engine's admission
+(engine.admission)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.utils.translation import gettext as _
 from rest_framework.throttling import SimpleRateThrottle
 
 from api.keys import KeyAccess, KeyRefused, authenticate_key, bearer_secret
+from core import rates
 
 
 class ApiKeyRateThrottle(SimpleRateThrottle):
@@ -26,6 +28,18 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
         # By the key's random prefix, not its id: an id is handed out again (a database restored or recreated, as
         # tests do) while the counts stay in Redis, and a new key must not inherit an old one's requests.
         return self.cache_format % {"scope": self.scope, "ident": access.key.prefix}
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        """DRF's sliding window, counted in one step (core.rates) instead of reading and writing the key's list."""
+        self._wait: float | None = None
+        key = self.get_cache_key(request, view) if self.rate is not None else None
+        if key is None:
+            return True
+        self._wait = rates.sliding_window(key, self.num_requests, self.duration)
+        return self._wait is None
+
+    def wait(self) -> float | None:
+        return self._wait
 
 
 def throttle_wait(access: KeyAccess) -> float | None:

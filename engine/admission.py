@@ -36,6 +36,7 @@ from agents.limits import MAX_MESSAGE_CHARS, MessageLimit, message_limit
 from agents.models import Agent
 from agents.runtime import Sink
 from agents.services import conversation_start
+from core import rates
 from core.bounded import unstorable
 from core.conf import setting
 from core.db import database_sync_to_async
@@ -387,7 +388,7 @@ def _member_rate(caller: Caller) -> Refusal | None:
     limit = setting("CHAT_USER_MESSAGES_PER_MINUTE")
     # The account's join time tells apart two users that had the same id (a database recreated, as tests do).
     joined = int(caller.user.date_joined.timestamp()) if getattr(caller.user, "date_joined", None) else 0
-    wait = places.window_count(f"member-messages:{caller.user.pk}:{joined}", limit, 60)
+    wait = rates.fixed_window(f"member-messages:{caller.user.pk}:{joined}", limit, 60)
     if wait is None:
         return None
     return Refusal(RefusalCode.USER_RATE_LIMITED, {"count": limit, "seconds": wait}, wait)
@@ -399,7 +400,7 @@ def _new_visitor_allowed(visitor: VisitorPass) -> Refusal | None:
         (f"visitor-new:{visitor.embed_key}:{visitor.address_hash}", setting("WIDGET_NEW_VISITORS_PER_ADDRESS")),
         (f"visitor-new:{visitor.embed_key}", setting("WIDGET_NEW_VISITORS_PER_TOKEN")),
     ):
-        wait = places.window_count(name, limit, 3600)
+        wait = rates.fixed_window(name, limit, 3600)
         if wait is not None:
             return Refusal(RefusalCode.NEW_VISITORS_LIMITED, {"seconds": wait}, wait)
     return None

@@ -1,13 +1,12 @@
-"""Counted places and rates kept in the shared cache (Redis when REDIS_URL is set, so every process counts together;
-in-process otherwise): a tenant's streamed API replies open at once (API_TENANT_MAX_STREAMS), and fixed-window rates
-(new website visitors per address and per embed)."""
+"""Counted places kept in the shared cache (Redis when REDIS_URL is set, so every process counts together;
+in-process otherwise): a tenant's streamed API replies open at once (API_TENANT_MAX_STREAMS). Rates (members'
+messages, new website visitors) are core.rates'."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import secrets
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -75,22 +74,3 @@ async def holding(slot: StreamSlot | None, chunks: AsyncIterator[str]) -> AsyncI
             renewal.cancel()
         if slot is not None:
             await slot.arelease()
-
-
-def window_count(name: str, limit: int, seconds: int) -> int | None:
-    """Count one more event of `name` in the current fixed window of `seconds`; the seconds until the window ends
-    when that makes more than `limit` (the event is not counted), else None. `limit` 0: no limit."""
-    if not limit:
-        return None
-    window = int(time.time() // seconds)
-    key = f"rate:{name}:{window}"
-    cache.add(key, 0, seconds + 5)
-    try:
-        count = cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.add(key, 1, seconds + 5)
-        count = 1
-    if count > limit:
-        cache.decr(key)
-        return max(1, int((window + 1) * seconds - time.time()))
-    return None

@@ -1,4 +1,4 @@
-"""Tests that count against a rate: the limits count in fixed windows (engine.places.window_count), so two messages
+"""Tests that count against a rate: the limits count in fixed windows (core.rates.fixed_window), so two messages
 a test expects in one window must not straddle a window's end (seen once in CI: the first at 12:06:59.3, the second
 at 12:07:00.2, and the second was admitted)."""
 
