@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from django.db import OperationalError
+
 from agents import frames, traces
 from agents.config import AgentConfig, conversation_config
 from agents.modelcall import AgentModel, bound
@@ -270,9 +272,16 @@ class TurnContext:
         """End the turn failed (or stopped, for `cancelled`): what arrived is stored with the code, a partial reply
         gets its done frame, then one error frame. The user's message stays stored either way."""
         text = self.text if text is None else text
-        message = await database_sync_to_async(assistant_message_finish)(
-            conversation=self.conversation, content=text, error_code=code, usage=self._stored_usage()
-        )
+        try:
+            message = await self._stored_failed(text, code)
+        except Exception:
+            # The database is gone (every connection dropped): the page still learns how its turn ended.
+            if emit:
+                await self.sink.emit(
+                    frames.Error(index=self.index, code=code, message=errors.message_for(code),
+                                 user_message_id=self.user_message.pk)
+                )  # fmt: skip
+            raise
         status = TurnStatus.STOPPED if code == errors.CANCELLED else TurnStatus.FAILED
         result = TurnResult(message=message, status=status, usage=self.usage, error_code=code)
         if not emit:
@@ -288,6 +297,18 @@ class TurnContext:
                          message_id=message.pk if partial else None, user_message_id=self.user_message.pk)
         )  # fmt: skip
         return result
+
+    async def _stored_failed(self, text: str, code: str) -> Message:
+        """The failed reply stored; once more on a fresh connection when the first was dropped (a pooled connection
+        the database had closed fails at its first use: nothing of this write was done)."""
+        store = database_sync_to_async(assistant_message_finish)
+        arguments = {"conversation": self.conversation, "content": text, "error_code": code}
+        try:
+            return await store(**arguments, usage=self._stored_usage())
+        except OperationalError:
+            logger.warning("storing a failed reply: the connection was dropped, once more conversation=%s",
+                           self.conversation.pk, exc_info=True)  # fmt: skip
+            return await store(**arguments, usage=self._stored_usage())
 
 
 class TurnRunner:

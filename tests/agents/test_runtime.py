@@ -3,7 +3,9 @@
 import asyncio
 
 import pytest
+from django.db import OperationalError
 
+from agents import runtime
 from agents.runtime import run_turn
 from agents.services import agent_create, conversation_start
 from core.db import database_sync_to_async
@@ -163,3 +165,48 @@ async def test_the_conversation_overflow_strategy_is_applied(tenant, conversatio
     assert not any("question 0 " in str(m["content"]) for m in sent)
     strategy = sink.frames[-1]["strategy"]
     assert strategy["name"] == "sliding_window" and strategy["triggered"] and strategy["tokens_saved"] > 0
+
+
+def _dropping(times: int):
+    """assistant_message_finish as a database that dropped its connections: the first `times` calls raise what
+    Django raises then (a pooled connection the server closed fails at its first statement, nothing done)."""
+    store = runtime.assistant_message_finish
+    calls = []
+
+    def finish(**kwargs):
+        calls.append(kwargs["error_code"])
+        if len(calls) <= times:
+            raise OperationalError("terminating connection due to administrator command")
+        return store(**kwargs)
+
+    return finish, calls
+
+
+async def test_a_failed_reply_whose_write_meets_a_dropped_connection_is_written_again(
+    tenant, conversation_factory, scripted_llm, monkeypatch
+):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "one two three four five six", "drop_after": 3}})
+    conversation = await database_sync_to_async(conversation_factory)()
+    finish, calls = _dropping(1)
+    monkeypatch.setattr(runtime, "assistant_message_finish", finish)
+    _user, reply, sink = await _turn(tenant, conversation, "count")
+    assert calls == ["stream_dropped", "stream_dropped"]
+    assert sink.types()[-2:] == ["done", "error"] and reply.status == MessageStatus.PARTIAL
+
+
+async def test_with_the_database_gone_the_page_still_gets_the_turns_error_frame(
+    tenant, conversation_factory, scripted_llm, monkeypatch
+):
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "one two three four five six", "drop_after": 3}})
+    conversation = await database_sync_to_async(conversation_factory)()
+    finish, _calls = _dropping(10)
+    monkeypatch.setattr(runtime, "assistant_message_finish", finish)
+    user = await database_sync_to_async(_add)(tenant, conversation, "user", "count")
+    sink = Collector()
+    with tenant_scope(tenant), pytest.raises(OperationalError):
+        await run_turn(conversation=conversation, user_message=user, sink=sink)
+    assert sink.types()[-1] == "error"
+    error = sink.frames[-1]
+    assert error["code"] == "stream_dropped" and error["message"] and error["user_message_id"] == user.pk
+    stored = await database_sync_to_async(_rows)(tenant, conversation)
+    assert [message.content for message in stored[0]] == ["count"]  # the user's message stays
