@@ -117,7 +117,7 @@ def conversation_create(
         tokenizer counts it) and its overflow strategy (seed 4, 7.2). Agents resolve these (agents.services). `is_test`
         marks an administrator's test of the agent's draft (no version); `source` and `visitor` say where it was started
     (memory.models.ConversationSource) and, for a website widget, by which visitor."""
-    conversation = Conversation.objects.create(
+    conversation = Conversation(
         tenant_id=agent.tenant_id,
         agent=agent,
         version=version,
@@ -130,13 +130,65 @@ def conversation_create(
         source=source,
         visitor=visitor,
     )
-    ConversationContext.objects.create(
+    context = ConversationContext(
         tenant_id=agent.tenant_id,
         conversation=conversation,
         strategy=overflow_config.strategy,
         strategy_config=overflow_config.to_dict(),
     )
+    one_statement = connections[Conversation.objects.db].vendor == "postgresql"
+    if not (one_statement and _create_in_one_statement(conversation, context)):
+        # Two statements (the caller's transaction keeps them together).
+        conversation.save(force_insert=True)
+        context.conversation = conversation
+        context.save(force_insert=True)
     return conversation
+
+
+def _create_in_one_statement(conversation: Conversation, context: ConversationContext) -> bool:
+    """The conversation and its context inserted by one data-modifying WITH (the inserts Django compiles, with their
+    defaults and adapters; the context's conversation is the first insert's RETURNING id). The rows' tenant is
+    checked as TenantOwned.save checks it, and by row-level security in the database. False (nothing stored) when a
+    context value does not compile to one plain parameter."""
+    ensure_scope_allows(conversation.tenant_id)
+    ensure_scope_allows(context.tenant_id)
+    database = Conversation.objects.db
+    fields = [field for field in ConversationContext._meta.local_concrete_fields if not field.primary_key]
+    query = InsertQuery(ConversationContext)
+    query.insert_values(fields, [context])
+    compiler = query.get_compiler(using=database)
+    values = [compiler.prepare_value(field, compiler.pre_save_val(field, context)) for field in fields]
+    [placeholders], [params] = compiler.assemble_as_sql(fields, [values])
+    if any(placeholder != "%s" for placeholder in placeholders):
+        return False
+    made, made_params = _insert_sql(conversation, database)
+    quote = connections[database].ops.quote_name
+    at = [field.name for field in fields].index("conversation")
+    selected = [*placeholders[:at], 'c."id"', *placeholders[at + 1 :]]
+    columns = ", ".join(quote(field.column) for field in fields)
+    sql = (
+        f"WITH c AS ({made}) INSERT INTO {quote(ConversationContext._meta.db_table)} ({columns}) "  # noqa: S608 - compiled names, values are parameters
+        f'SELECT {", ".join(selected)} FROM c RETURNING "conversation_id", "id"'
+    )
+    with connections[database].cursor() as cursor:
+        cursor.execute(sql, (*made_params, *params[:at], *params[at + 1 :]))
+        conversation.pk, context.pk = cursor.fetchone()
+    for row in (conversation, context):
+        row._state.adding = False
+        row._state.db = database
+    context.conversation = conversation
+    return True
+
+
+def _insert_sql(row: Any, database: str) -> tuple[str, tuple]:
+    """The INSERT Django compiles for `row` (its defaults, auto_now_add and adapters), returning its id."""
+    fields = [field for field in type(row)._meta.local_concrete_fields if not field.primary_key]
+    query = InsertQuery(type(row))
+    query.insert_values(fields, [row])
+    compiler = query.get_compiler(using=database)
+    compiler.returning_fields = [type(row)._meta.pk]
+    [(insert, params)] = compiler.as_sql()
+    return insert, tuple(params)
 
 
 TITLE_CHARS = 40
@@ -299,12 +351,7 @@ def _store_in_one_statement(
     read the snapshot from before the insert, so the newest message they see is the previous one)."""
     ensure_scope_allows(message.tenant_id)
     database = Message.objects.db
-    fields = [field for field in Message._meta.local_concrete_fields if not field.primary_key]
-    query = InsertQuery(Message)
-    query.insert_values(fields, [message])
-    compiler = query.get_compiler(using=database)
-    compiler.returning_fields = [Message._meta.pk]
-    [(insert, params)] = compiler.as_sql()
+    insert, params = _insert_sql(message, database)
     now = timezone.now()
     parts = [f"WITH m AS ({insert})"]
     if active:

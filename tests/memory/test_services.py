@@ -1,16 +1,17 @@
 """Conversations and messages: token counts stored once, idempotent resends, one system message, the window."""
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from agents.services import conversation_start
 from llm.messages import wire
 from llm.tokens import count_messages
 from memory import overflow
-from memory.models import Conversation, ConversationContext, Message, MessageStatus
+from memory.models import Conversation, ConversationContext, ConversationSource, Message, MessageStatus
 from memory.selectors import overflow_metrics_for_agent
-from memory.services import assistant_message_finish, context_build, message_add
+from memory.services import assistant_message_finish, context_build, conversation_create, message_add
 from tenants.scope import TenantScopeError, no_scope, tenant_scope
+from tests.queries import count_statements
 
 pytestmark = pytest.mark.django_db
 
@@ -103,6 +104,34 @@ def test_assistant_replies_are_stored_complete_partial_or_failed(make_agent, mem
     assert (partial.error_code, failed.error_code) == ("stream_dropped", "provider_timeout")
     active = ConversationContext.objects.get(conversation=conversation).active_messages
     assert done.pk in active and partial.pk in active and failed.pk not in active
+
+
+def test_a_conversation_and_its_context_are_stored_together_and_read_back_as_given(make_agent, member, tenant):
+    """On PostgreSQL one statement stores both (a stateless API turn makes a conversation each time); elsewhere two."""
+    agent = make_agent(strategy="summarize", max_tokens=4000)
+    with tenant_scope(tenant), count_statements() as statements:
+        conversation = conversation_create(
+            agent=agent, version=None, user=member, provider=None, model="gpt-4", title="T",
+            overflow_config=agent.overflow_config(), source=ConversationSource.API,
+        )  # fmt: skip
+    assert len(statements) == (1 if connection.vendor == "postgresql" else 2), statements.sql
+    with tenant_scope(tenant):
+        stored = Conversation.objects.get(pk=conversation.pk)
+        context = ConversationContext.objects.get(conversation=stored)
+    assert (stored.agent_id, stored.user_id, stored.title, stored.source) == (agent.pk, member.pk, "T", "api")
+    assert stored.created_at is not None and stored.model == "gpt-4"
+    assert context.tenant_id == stored.tenant_id == tenant.pk
+    assert context.strategy == "summarize" and context.strategy_config["strategy"] == "summarize"
+    assert context.active_messages == [] and not context.summary_pending
+
+
+def test_a_conversation_is_not_made_in_another_tenants_scope(make_agent, member, tenant, other_tenant):
+    with tenant_scope(tenant):
+        agent = make_agent()
+    with tenant_scope(other_tenant), pytest.raises(TenantScopeError):
+        conversation_start(agent=agent, user=member)
+    with tenant_scope(tenant):
+        assert not Conversation.objects.exists() and not ConversationContext.objects.exists()
 
 
 def test_conversations_are_scoped_to_their_tenant(make_agent, member, tenant, other_tenant):
