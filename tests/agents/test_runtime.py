@@ -167,9 +167,12 @@ async def test_the_conversation_overflow_strategy_is_applied(tenant, conversatio
     assert strategy["name"] == "sliding_window" and strategy["triggered"] and strategy["tokens_saved"] > 0
 
 
-def _dropping(times: int):
-    """assistant_message_finish as a database that dropped its connections: the first `times` calls raise what
-    Django raises then (a pooled connection the server closed fails at its first statement, nothing done)."""
+async def _dropping(times: int, conversation_factory, scripted_llm, monkeypatch):
+    """A conversation whose reply is cut (the turn fails) on a database that dropped its connections: the first
+    `times` writes of the failed reply raise what Django raises then (a pooled connection the server closed fails at
+    its first statement, nothing done). (the conversation, the failed reply's write attempts)"""
+    scripted_llm.set_rules({"when": {}, "reply": {"text": "one two three four five six", "drop_after": 3}})
+    conversation = await database_sync_to_async(conversation_factory)()
     store = runtime.assistant_message_finish
     calls = []
 
@@ -179,16 +182,14 @@ def _dropping(times: int):
             raise OperationalError("terminating connection due to administrator command")
         return store(**kwargs)
 
-    return finish, calls
+    monkeypatch.setattr(runtime, "assistant_message_finish", finish)
+    return conversation, calls
 
 
 async def test_a_failed_reply_whose_write_meets_a_dropped_connection_is_written_again(
     tenant, conversation_factory, scripted_llm, monkeypatch
 ):
-    scripted_llm.set_rules({"when": {}, "reply": {"text": "one two three four five six", "drop_after": 3}})
-    conversation = await database_sync_to_async(conversation_factory)()
-    finish, calls = _dropping(1)
-    monkeypatch.setattr(runtime, "assistant_message_finish", finish)
+    conversation, calls = await _dropping(1, conversation_factory, scripted_llm, monkeypatch)
     _user, reply, sink = await _turn(tenant, conversation, "count")
     assert calls == ["stream_dropped", "stream_dropped"]
     assert sink.types()[-2:] == ["done", "error"] and reply.status == MessageStatus.PARTIAL
@@ -197,10 +198,7 @@ async def test_a_failed_reply_whose_write_meets_a_dropped_connection_is_written_
 async def test_with_the_database_gone_the_page_still_gets_the_turns_error_frame(
     tenant, conversation_factory, scripted_llm, monkeypatch
 ):
-    scripted_llm.set_rules({"when": {}, "reply": {"text": "one two three four five six", "drop_after": 3}})
-    conversation = await database_sync_to_async(conversation_factory)()
-    finish, _calls = _dropping(10)
-    monkeypatch.setattr(runtime, "assistant_message_finish", finish)
+    conversation, _calls = await _dropping(10, conversation_factory, scripted_llm, monkeypatch)
     user = await database_sync_to_async(_add)(tenant, conversation, "user", "count")
     sink = Collector()
     with tenant_scope(tenant), pytest.raises(OperationalError):
