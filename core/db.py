@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
-from django.db import connections
+from django.db import OperationalError, connections
 
 from core.conf import setting
 
@@ -23,6 +24,17 @@ def _close_old_connections() -> None:
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()
+
+
+def _check_idle_pooled() -> None:
+    """After a hop's connection failed: test the pool's idle connections and replace the broken ones. The pool does
+    not test a connection at checkout (DATABASE_HEALTH_CHECKS off: a round trip per hop), so when the server dropped
+    every connection (a restart, a failover), each idle one would otherwise fail the next hop that borrows it."""
+    for connection in connections.all(initialized_only=True):
+        pool = getattr(connection, "pool", None)
+        if pool is not None:
+            with contextlib.suppress(Exception):  # the hop's own error is the one to raise
+                pool.check()
 
 
 def _parallel_executor() -> ThreadPoolExecutor | None:
@@ -67,6 +79,9 @@ def database_sync_to_async(function: Callable[..., Any]) -> Any:
     def run_pooled(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
+        except OperationalError:
+            _check_idle_pooled()
+            raise
         finally:
             # This thread serves every hop: give the connection back to the pool now, not when it looks stale.
             for connection in connections.all(initialized_only=True):

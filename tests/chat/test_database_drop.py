@@ -9,7 +9,7 @@ import contextlib
 import uuid
 
 import pytest
-from django.db import connection, connections
+from django.db import OperationalError, connection, connections
 
 from core.db import database_sync_to_async
 from memory.models import Message
@@ -74,3 +74,23 @@ async def test_a_dropped_connection_mid_turn_keeps_the_message_and_the_conversat
         after.append(await page.receive_json_from(timeout=20))
     assert after[-1]["type"] == "done" and after[-1]["status"] == "complete"
     await page.disconnect()
+
+
+def _select_one() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_sleep(0.05)")
+        return cursor.fetchone()[0]
+
+
+async def test_after_the_server_drops_every_connection_one_hop_fails_not_one_per_idle_connection():
+    hop = database_sync_to_async(_select_one)
+    await asyncio.gather(*(hop() for _ in range(6)))  # six hops at once: the pool keeps several connections idle
+    await asyncio.to_thread(_terminate_other_backends)
+    failed = 0
+    for _ in range(6):
+        try:
+            assert await hop() == 1
+        except OperationalError:
+            failed += 1
+    # The first hop to meet a dropped connection has the pool test its idle ones (core.db): the next hops work.
+    assert failed <= 1
