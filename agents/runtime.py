@@ -302,13 +302,18 @@ class TurnContext:
         """The failed reply stored; once more on a fresh connection when the first was dropped (a pooled connection
         the database had closed fails at its first use: nothing of this write was done)."""
         store = database_sync_to_async(assistant_message_finish)
-        arguments = {"conversation": self.conversation, "content": text, "error_code": code}
+        arguments = {
+            "conversation": self.conversation,
+            "content": text,
+            "error_code": code,
+            "usage": self._stored_usage(),
+        }
         try:
-            return await store(**arguments, usage=self._stored_usage())
+            return await store(**arguments)
         except OperationalError:
             logger.warning("storing a failed reply: the connection was dropped, once more conversation=%s",
                            self.conversation.pk, exc_info=True)  # fmt: skip
-            return await store(**arguments, usage=self._stored_usage())
+            return await store(**arguments)
 
 
 class TurnRunner:

@@ -147,16 +147,12 @@ def conversation_create(
 
 def _create_in_one_statement(conversation: Conversation, context: ConversationContext) -> bool:
     """The conversation and its context inserted by one data-modifying WITH (the inserts Django compiles, with their
-    defaults and adapters; the context's conversation is the first insert's RETURNING id). The rows' tenant is
-    checked as TenantOwned.save checks it, and by row-level security in the database. False (nothing stored) when a
-    context value does not compile to one plain parameter."""
+    defaults and adapters; the context's conversation is the first insert's RETURNING id). The rows' tenant (one for
+    both) is checked as TenantOwned.save checks it, and by row-level security in the database. False (nothing
+    stored) when a context value does not compile to one plain parameter."""
     ensure_scope_allows(conversation.tenant_id)
-    ensure_scope_allows(context.tenant_id)
     database = Conversation.objects.db
-    fields = [field for field in ConversationContext._meta.local_concrete_fields if not field.primary_key]
-    query = InsertQuery(ConversationContext)
-    query.insert_values(fields, [context])
-    compiler = query.get_compiler(using=database)
+    fields, compiler = _insert_compiler(context, database)
     values = [compiler.prepare_value(field, compiler.pre_save_val(field, context)) for field in fields]
     [placeholders], [params] = compiler.assemble_as_sql(fields, [values])
     if any(placeholder != "%s" for placeholder in placeholders):
@@ -180,12 +176,17 @@ def _create_in_one_statement(conversation: Conversation, context: ConversationCo
     return True
 
 
-def _insert_sql(row: Any, database: str) -> tuple[str, tuple]:
-    """The INSERT Django compiles for `row` (its defaults, auto_now_add and adapters), returning its id."""
+def _insert_compiler(row: Any, database: str) -> tuple[list[Any], Any]:
+    """The fields (all but the id) and the compiler of `row`'s INSERT."""
     fields = [field for field in type(row)._meta.local_concrete_fields if not field.primary_key]
     query = InsertQuery(type(row))
     query.insert_values(fields, [row])
-    compiler = query.get_compiler(using=database)
+    return fields, query.get_compiler(using=database)
+
+
+def _insert_sql(row: Any, database: str) -> tuple[str, tuple]:
+    """The INSERT Django compiles for `row` (its defaults, auto_now_add and adapters), returning its id."""
+    _fields, compiler = _insert_compiler(row, database)
     compiler.returning_fields = [type(row)._meta.pk]
     [(insert, params)] = compiler.as_sql()
     return insert, tuple(params)
