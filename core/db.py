@@ -9,8 +9,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import psycopg
 from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
-from django.db import OperationalError, connections
+from django.db import InterfaceError, OperationalError, connections
 
 from core.conf import setting
 
@@ -24,6 +25,11 @@ def _close_old_connections() -> None:
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()
+
+
+# What a connection the server dropped raises: Django's wrapped errors, or psycopg's own where a pool's checkout or
+# reset raised them unwrapped.
+_CONNECTION_LOST = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
 
 
 def _check_idle_pooled() -> None:
@@ -79,7 +85,7 @@ def database_sync_to_async(function: Callable[..., Any]) -> Any:
     def run_pooled(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
-        except OperationalError:
+        except _CONNECTION_LOST:
             _check_idle_pooled()
             raise
         finally:
